@@ -1,0 +1,39 @@
+# Rewind — everything a fresh clone needs, from nothing.
+# `make demo` and `make test` create .venv, install the project, ensure Java 17+.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HYPOTHESIS_PROFILE ?= ci
+export HYPOTHESIS_PROFILE
+
+.PHONY: demo test test-deep bench lint typecheck java clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+java:
+	@bash .ci/ensure-java
+
+demo: $(STAMP) java
+	$(PY) -m engine.demo
+
+test: $(STAMP) java
+	$(PY) -m pytest -q
+
+test-deep: $(STAMP) java
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
+
+bench: $(STAMP) java
+	$(PY) -m benchmarks.run_all
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tenants engine tests benchmarks
+	$(VENV)/bin/mypy tenants engine
+
+clean:
+	rm -rf $(VENV) .rewind .pytest_cache .hypothesis benchmarks/results/*.json

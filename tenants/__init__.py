@@ -1,0 +1,1 @@
+"""The table store Rewind protects: catalog, objects, writes, MVCC reads, compaction."""

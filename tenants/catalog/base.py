@@ -1,0 +1,166 @@
+"""The catalog: every metadata change is one SQL transaction.
+
+``Catalog`` owns a DB-API connection and the timestamp oracle. Callers get a
+``Tx`` from :meth:`Catalog.transaction` (a write transaction, holding the
+database's write lock from its first statement) or :meth:`Catalog.snapshot`
+(a consistent read). SQL is always parameterized with ``?`` placeholders.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlparse
+
+from tenants.catalog.migrations import LATEST_VERSION, MIGRATIONS, ddl_fingerprint
+from tenants.errors import CatalogVersionError, InvalidArgument
+
+Row = dict[str, Any]
+Clock = Callable[[], int]
+
+
+def wall_clock_us() -> int:
+    """Microseconds since the Unix epoch."""
+    return time.time_ns() // 1000
+
+
+class Tx:
+    """One open transaction. Only valid inside its ``with`` block."""
+
+    def __init__(self, conn: Any, catalog: Catalog) -> None:
+        self._conn = conn
+        self.catalog = catalog
+        self._ts: int | None = None
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; return the number of rows it changed."""
+        cursor = self._conn.execute(sql, tuple(params))
+        return int(cursor.rowcount)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, [tuple(r) for r in rows])
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        cursor = self._conn.execute(sql, tuple(params))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        rows = self.all(sql, params)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self._conn.execute(sql, tuple(params)).fetchone()
+        return None if row is None else row[0]
+
+    def commit_ts(self) -> int:
+        """The timestamp of this transaction's commit, allocated once, inside it.
+
+        ``max(previous + 1, now)`` keeps timestamps strictly increasing across
+        the deployment even if the wall clock steps back. Because the clock row
+        is updated inside the write transaction, commit order equals ts order.
+        """
+        if self._ts is None:
+            last = int(self.scalar("SELECT last_ts FROM clock WHERE id = 1"))
+            ts = max(last + 1, self.catalog.clock())
+            self.execute("UPDATE clock SET last_ts = ? WHERE id = 1", (ts,))
+            self._ts = ts
+        return self._ts
+
+    def last_ts(self) -> int:
+        """The newest committed timestamp ("now" for reads)."""
+        return int(self.scalar("SELECT last_ts FROM clock WHERE id = 1"))
+
+
+class Catalog:
+    """A SQL catalog on one connection, serialised by a lock for thread safety."""
+
+    def __init__(self, conn: Any, uri: str, clock: Clock = wall_clock_us) -> None:
+        self._conn = conn
+        self._lock = threading.RLock()
+        self.uri = uri
+        self.clock = clock
+        self._migrate()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        """A write transaction: all or nothing, holding the write lock throughout."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield Tx(self._conn, self)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Tx]:
+        """A read-only transaction with a consistent view."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield Tx(self._conn, self)
+            finally:
+                self._conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @property
+    def schema_version(self) -> int:
+        with self.snapshot() as tx:
+            return int(tx.scalar("SELECT value FROM meta WHERE key = 'schema_version'"))
+
+    def _migrate(self) -> None:
+        """Bring the catalog to ``LATEST_VERSION``, one step per transaction."""
+        with self.transaction() as tx:
+            exists = tx.scalar(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            )
+            version = 0
+            if exists:
+                version = int(tx.scalar("SELECT value FROM meta WHERE key = 'schema_version'"))
+                recorded = tx.scalar("SELECT value FROM meta WHERE key = 'ddl_fingerprint'")
+                if version > LATEST_VERSION:
+                    raise CatalogVersionError(
+                        f"catalog {self.uri} has schema version {version}, but this Rewind "
+                        f"knows only up to {LATEST_VERSION}: upgrade Rewind to open it"
+                    )
+                if recorded != ddl_fingerprint(version):
+                    raise CatalogVersionError(
+                        f"catalog {self.uri} schema version {version} has DDL fingerprint "
+                        f"{recorded}, expected {ddl_fingerprint(version)}: it was not written "
+                        "by this Rewind's migrations"
+                    )
+        while version < LATEST_VERSION:
+            self.apply_migration(version + 1)
+            version += 1
+
+    def apply_migration(self, version: int) -> None:
+        """Apply step ``version`` (from ``version - 1``) in one transaction."""
+        _, statements = MIGRATIONS[version - 1]
+        with self.transaction() as tx:
+            for statement in statements:
+                tx.execute(statement)
+            for key, value in (
+                ("schema_version", str(version)),
+                ("ddl_fingerprint", ddl_fingerprint(version)),
+            ):
+                if tx.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key)) == 0:
+                    tx.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
+    """Open (creating and migrating as needed) the catalog named by ``uri``."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        from tenants.catalog.sqlite import connect
+
+        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
+        return Catalog(connect(path), uri, clock)
+    raise InvalidArgument(f"unsupported catalog {uri!r}: use sqlite:///path/to/catalog.db")

@@ -1,0 +1,92 @@
+"""The catalog's DDL as ordered migration steps.
+
+Step N brings a catalog from schema version N-1 to N. The catalog records its
+version and the fingerprint of the DDL that produced it: a catalog written by a
+newer Rewind, or one whose recorded fingerprint disagrees with the steps here,
+is refused rather than guessed at. Steps are append-only; never edit one that
+has shipped. The SQL is kept portable (no SQLite-only types or syntax) so a
+PostgreSQL catalog can run the same steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+MIGRATIONS: list[tuple[str, list[str]]] = [
+    (
+        "tenants, databases, tables, schema versions, objects, membership",
+        [
+            """CREATE TABLE meta (
+                key VARCHAR(64) PRIMARY KEY,
+                value TEXT NOT NULL)""",
+            """CREATE TABLE clock (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                last_ts BIGINT NOT NULL)""",
+            "INSERT INTO clock (id, last_ts) VALUES (1, 0)",
+            """CREATE TABLE tenants (
+                id VARCHAR(32) PRIMARY KEY,
+                name VARCHAR(63) NOT NULL,
+                state VARCHAR(16) NOT NULL CHECK (state IN ('active', 'dropped')),
+                created_ts BIGINT NOT NULL,
+                dropped_ts BIGINT)""",
+            "CREATE UNIQUE INDEX tenants_live_name ON tenants (name) WHERE state = 'active'",
+            """CREATE TABLE databases (
+                id VARCHAR(32) PRIMARY KEY,
+                tenant_id VARCHAR(32) NOT NULL REFERENCES tenants (id),
+                name VARCHAR(128) NOT NULL,
+                created_ts BIGINT NOT NULL,
+                dropped_ts BIGINT)""",
+            "CREATE INDEX databases_tenant ON databases (tenant_id, name)",
+            """CREATE TABLE tables (
+                id VARCHAR(32) PRIMARY KEY,
+                tenant_id VARCHAR(32) NOT NULL REFERENCES tenants (id),
+                database_id VARCHAR(32) NOT NULL REFERENCES databases (id),
+                name VARCHAR(128) NOT NULL,
+                created_ts BIGINT NOT NULL,
+                dropped_ts BIGINT)""",
+            "CREATE INDEX tables_database ON tables (database_id, name)",
+            "CREATE INDEX tables_tenant ON tables (tenant_id)",
+            """CREATE TABLE schema_versions (
+                table_id VARCHAR(32) NOT NULL REFERENCES tables (id),
+                valid_from_ts BIGINT NOT NULL,
+                columns_json TEXT NOT NULL,
+                primary_key_json TEXT NOT NULL,
+                fingerprint VARCHAR(64) NOT NULL,
+                PRIMARY KEY (table_id, valid_from_ts))""",
+            """CREATE TABLE objects (
+                id VARCHAR(32) PRIMARY KEY,
+                object_key TEXT NOT NULL UNIQUE,
+                kind VARCHAR(8) NOT NULL CHECK (kind IN ('data', 'tomb')),
+                fingerprint VARCHAR(64) NOT NULL,
+                row_count BIGINT NOT NULL,
+                byte_size BIGINT NOT NULL,
+                min_ts BIGINT NOT NULL,
+                max_ts BIGINT NOT NULL,
+                min_pk TEXT NOT NULL,
+                max_pk TEXT NOT NULL,
+                sorted INTEGER NOT NULL,
+                checksum VARCHAR(64) NOT NULL,
+                created_ts BIGINT NOT NULL)""",
+            """CREATE TABLE membership (
+                table_id VARCHAR(32) NOT NULL REFERENCES tables (id),
+                object_id VARCHAR(32) NOT NULL REFERENCES objects (id),
+                added_ts BIGINT NOT NULL,
+                removed_ts BIGINT,
+                PRIMARY KEY (table_id, object_id))""",
+            "CREATE INDEX membership_object ON membership (object_id)",
+            "CREATE INDEX membership_live ON membership (table_id, removed_ts)",
+        ],
+    ),
+]
+
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def ddl_fingerprint(version: int) -> str:
+    """Hash of every DDL statement up to ``version``, in order."""
+    digest = hashlib.sha256()
+    for _, statements in MIGRATIONS[:version]:
+        for statement in statements:
+            digest.update(" ".join(statement.split()).encode())
+            digest.update(b"\x00")
+    return digest.hexdigest()

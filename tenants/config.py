@@ -1,0 +1,115 @@
+"""Where the catalog and the warehouse live, and how each client reaches S3.
+
+One settings object adapts to every client (boto3, pyarrow, Spark conf), so the
+endpoint, region and addressing quirks live in exactly one place. Settings are
+frozen and picklable: Spark tasks rebuild their clients from them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from tenants.errors import InvalidArgument
+
+DEFAULT_HOME = ".rewind"
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Endpoint and credentials; ``None`` fields fall back to the AWS chain."""
+
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls) -> S3Settings:
+        return cls(
+            endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
+            secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+        )
+
+    def to_boto3(self) -> dict[str, Any]:
+        """Keyword arguments for ``boto3.client("s3", ...)``."""
+        kwargs: dict[str, Any] = {"region_name": self.region}
+        if self.endpoint_url:
+            kwargs["endpoint_url"] = self.endpoint_url
+        if self.access_key_id and self.secret_access_key:
+            kwargs["aws_access_key_id"] = self.access_key_id
+            kwargs["aws_secret_access_key"] = self.secret_access_key
+        return kwargs
+
+    def to_pyarrow_fs(self) -> dict[str, Any]:
+        """Keyword arguments for ``pyarrow.fs.S3FileSystem``."""
+        kwargs: dict[str, Any] = {"region": self.region}
+        if self.endpoint_url:
+            parsed = urlparse(self.endpoint_url)
+            kwargs["endpoint_override"] = parsed.netloc or self.endpoint_url
+            kwargs["scheme"] = parsed.scheme or "https"
+        if self.access_key_id and self.secret_access_key:
+            kwargs["access_key"] = self.access_key_id
+            kwargs["secret_key"] = self.secret_access_key
+        return kwargs
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """A parsed warehouse URI: ``s3://bucket/prefix`` or ``file:///path``."""
+
+    scheme: str
+    bucket: str
+    prefix: str
+    s3: S3Settings = field(default_factory=S3Settings)
+
+    @classmethod
+    def parse(cls, uri: str, s3: S3Settings | None = None) -> Warehouse:
+        parsed = urlparse(uri)
+        if parsed.scheme == "s3":
+            if not parsed.netloc:
+                raise InvalidArgument(f"invalid warehouse {uri!r}: expected s3://bucket[/prefix]")
+            return cls("s3", parsed.netloc, parsed.path.strip("/"), s3 or S3Settings.from_env())
+        if parsed.scheme == "file":
+            path = parsed.path if not parsed.netloc else f"/{parsed.netloc}{parsed.path}"
+            return cls("file", "", str(Path(path).resolve()), S3Settings())
+        if parsed.scheme == "" and uri:
+            return cls("file", "", str(Path(uri).resolve()), S3Settings())
+        raise InvalidArgument(
+            f"invalid warehouse {uri!r}: use s3://bucket/prefix or file:///absolute/path"
+        )
+
+    @property
+    def uri(self) -> str:
+        if self.scheme == "s3":
+            return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+        return f"file://{self.prefix}"
+
+    def key(self, relative: str) -> str:
+        """Full key (S3) or path (file) of a warehouse-relative key."""
+        base = self.prefix if self.scheme == "file" else self.prefix
+        return f"{base}/{relative}" if base else relative
+
+    def relative(self, full_key: str) -> str:
+        """Inverse of :meth:`key`."""
+        base = self.prefix
+        if base and full_key.startswith(base + "/"):
+            return full_key[len(base) + 1 :]
+        return full_key
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("REWIND_HOME", DEFAULT_HOME))
+
+
+def default_catalog_uri() -> str:
+    return os.environ.get("REWIND_CATALOG") or f"sqlite:///{default_home() / 'catalog.db'}"
+
+
+def default_warehouse_uri() -> str:
+    return os.environ.get("REWIND_WAREHOUSE") or f"file://{(default_home() / 'warehouse').resolve()}"

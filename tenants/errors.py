@@ -1,0 +1,71 @@
+"""One exception hierarchy for every user-facing failure.
+
+Every error takes a single message argument so that it pickles unchanged
+across Spark executors (``Exception.__reduce__`` replays ``self.args``).
+``TransientError`` marks failures worth retrying; everything else is terminal.
+"""
+
+from __future__ import annotations
+
+
+class RewindError(Exception):
+    """Root of every error Rewind raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class TransientError(RewindError):
+    """A failure that may succeed if retried (throttling, 5xx, timeouts)."""
+
+
+class InvalidName(ValueError, RewindError):
+    """A tenant, database, table or column name breaks the naming rules."""
+
+
+class InvalidArgument(ValueError, RewindError):
+    """An argument is malformed (a time string, a size, a mode)."""
+
+
+class NotFound(LookupError, RewindError):
+    """A tenant, database, table, snapshot or object that does not exist."""
+
+
+class AlreadyExists(RewindError):
+    """Something with that name is already there."""
+
+
+class TenantDropped(RewindError):
+    """The tenant id is no longer active (dropped or replaced by a restore)."""
+
+
+class SchemaMismatch(ValueError, RewindError):
+    """A batch does not match its table's schema."""
+
+
+class KeyViolation(ValueError, RewindError):
+    """A null or duplicate primary key inside one batch."""
+
+
+class ConcurrentModification(TransientError):
+    """Someone else changed what this commit was conditional on."""
+
+
+class CatalogVersionError(RewindError):
+    """The catalog was written by a newer Rewind or its DDL was altered."""
+
+
+class StorageError(RewindError):
+    """The object store failed in a way retries did not fix."""
+
+
+class ObjectMissing(StorageError):
+    """An object the catalog records is not in the object store."""
+
+
+class CorruptObject(StorageError):
+    """An object exists but cannot be read or does not match its record."""

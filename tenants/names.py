@@ -1,0 +1,51 @@
+"""Validation of user-supplied names, before any I/O.
+
+Names never become paths: objects are keyed by immutable ids. Validating here
+keeps a bad name from reaching SQL, S3 or a log line unquoted.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tenants.errors import InvalidName
+
+TENANT_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+OBJECT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+RESERVED_COLUMNS = frozenset({"__ts", "__kind"})
+
+
+def tenant_name(name: str) -> str:
+    """Return ``name`` if it is a valid tenant name, else raise ``InvalidName``."""
+    if not isinstance(name, str) or not TENANT_NAME.fullmatch(name):
+        raise InvalidName(
+            f"invalid tenant name {name!r}: use 1-63 characters, a lowercase letter "
+            "first, then lowercase letters, digits, '_' or '-'"
+        )
+    return name
+
+
+def object_name(name: str, what: str = "table") -> str:
+    """Validate a database, table or column name (``what`` names it in the error)."""
+    if not isinstance(name, str) or not OBJECT_NAME.fullmatch(name):
+        raise InvalidName(
+            f"invalid {what} name {name!r}: use 1-128 characters, a letter or '_' "
+            "first, then letters, digits or '_'"
+        )
+    return name
+
+
+def column_name(name: str) -> str:
+    """Validate a column name; names starting with ``__`` are reserved."""
+    object_name(name, "column")
+    if name.startswith("__"):
+        raise InvalidName(f"invalid column name {name!r}: names starting with '__' are reserved")
+    return name
+
+
+def qualified_table(text: str) -> tuple[str, str]:
+    """Split ``DB.TABLE`` into validated parts."""
+    parts = text.split(".")
+    if len(parts) != 2:
+        raise InvalidName(f"invalid table reference {text!r}: expected DB.TABLE")
+    return object_name(parts[0], "database"), object_name(parts[1], "table")

@@ -1,0 +1,221 @@
+"""An ``s3://`` warehouse: boto3 for control, pyarrow's S3FileSystem for bytes.
+
+This is the one layer that translates botocore and pyarrow errors. Throttling,
+5xx and timeouts are retried with bounded exponential backoff (tenacity for
+boto3, pyarrow's own retry strategy for data I/O); anything else fails at once
+with the key in the message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from tenacity import (
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from tenants.config import Warehouse
+from tenants.errors import ObjectMissing, StorageError, TransientError
+from tenants.objectstore.base import ObjectInfo
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "InternalError",
+        "ServiceUnavailable",
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
+MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+MAX_ATTEMPTS = 5
+DELETE_BATCH = 1000
+
+
+def _is_retryable(error: BaseException) -> bool:
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(error, ClientError):
+        return error.response.get("Error", {}).get("Code", "") in RETRYABLE_CODES
+    return isinstance(
+        error, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError)
+    )
+
+
+_retry = retry(
+    retry=retry_if_exception(_is_retryable),
+    stop=stop_after_attempt(MAX_ATTEMPTS),
+    wait=wait_exponential_jitter(initial=0.05, max=2.0),
+    reraise=True,
+)
+
+
+class S3ObjectStore:
+    """Objects under ``s3://bucket/prefix``."""
+
+    def __init__(self, warehouse: Warehouse) -> None:
+        self.warehouse = warehouse
+        self._client_obj: Any = None
+        self._fs_obj: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"warehouse": self.warehouse}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["warehouse"])  # type: ignore[misc]
+
+    @property
+    def _client(self) -> Any:
+        if self._client_obj is None:
+            import boto3
+            from botocore.config import Config
+
+            config = Config(
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 1, "mode": "standard"},
+                connect_timeout=10,
+                read_timeout=60,
+                max_pool_connections=32,
+            )
+            self._client_obj = boto3.client("s3", config=config, **self.warehouse.s3.to_boto3())
+        return self._client_obj
+
+    @property
+    def _fs(self) -> Any:
+        if self._fs_obj is None:
+            from pyarrow.fs import AwsStandardS3RetryStrategy, S3FileSystem
+
+            self._fs_obj = S3FileSystem(
+                retry_strategy=AwsStandardS3RetryStrategy(max_attempts=MAX_ATTEMPTS),
+                **self.warehouse.s3.to_pyarrow_fs(),
+            )
+        return self._fs_obj
+
+    def _full(self, key: str) -> str:
+        return self.warehouse.key(key)
+
+    def _where(self, key: str) -> str:
+        return f"s3://{self.warehouse.bucket}/{self._full(key)}"
+
+    def _translate(self, error: Exception, key: str, action: str) -> Exception:
+        from botocore.exceptions import ClientError
+
+        if isinstance(error, ClientError):
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in MISSING_CODES:
+                return ObjectMissing(f"object {self._where(key)} is missing")
+            if code in RETRYABLE_CODES:
+                return TransientError(f"cannot {action} {self._where(key)}: {code} after retries")
+            return StorageError(f"cannot {action} {self._where(key)}: {code}")
+        if isinstance(error, FileNotFoundError):
+            return ObjectMissing(f"object {self._where(key)} is missing")
+        return StorageError(f"cannot {action} {self._where(key)}: {error}")
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            with self._fs.open_output_stream(f"{self.warehouse.bucket}/{self._full(key)}") as out:
+                out.write(data)
+        except OSError as e:
+            raise self._translate(e, key, "write") from e
+
+    def get(self, key: str) -> bytes:
+        try:
+            with self._fs.open_input_stream(f"{self.warehouse.bucket}/{self._full(key)}") as src:
+                return bytes(src.readall())
+        except OSError as e:
+            raise self._translate(e, key, "read") from e
+
+    def head(self, key: str) -> ObjectInfo:
+        try:
+            response = _retry(self._client.head_object)(
+                Bucket=self.warehouse.bucket, Key=self._full(key)
+            )
+        except Exception as e:
+            raise self._translate(e, key, "stat") from e
+        modified = response["LastModified"]
+        return ObjectInfo(key, int(response["ContentLength"]), int(modified.timestamp() * 1e6))
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object under ``prefix``, 1,000 keys per request."""
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "Bucket": self.warehouse.bucket,
+                "Prefix": self._full(prefix),
+                "MaxKeys": 1000,
+            }
+            if token:
+                kwargs["ContinuationToken"] = token
+            try:
+                page = _retry(self._client.list_objects_v2)(**kwargs)
+            except Exception as e:
+                raise self._translate(e, prefix, "list") from e
+            for item in page.get("Contents", []):
+                yield ObjectInfo(
+                    self.warehouse.relative(item["Key"]),
+                    int(item["Size"]),
+                    int(item["LastModified"].timestamp() * 1e6),
+                )
+            if not page.get("IsTruncated"):
+                return
+            token = page["NextContinuationToken"]
+
+    def copy(self, source_key: str, dest_key: str) -> None:
+        try:
+            _retry(self._client.copy_object)(
+                Bucket=self.warehouse.bucket,
+                Key=self._full(dest_key),
+                CopySource={"Bucket": self.warehouse.bucket, "Key": self._full(source_key)},
+            )
+        except Exception as e:
+            raise self._translate(e, source_key, "copy") from e
+
+    def delete_many(self, keys: Iterable[str]) -> int:
+        """Delete in batches of 1,000; deleting a missing key is not an error."""
+        batch: list[str] = []
+        deleted = 0
+        for key in keys:
+            batch.append(key)
+            if len(batch) == DELETE_BATCH:
+                deleted += self._delete_batch(batch)
+                batch = []
+        if batch:
+            deleted += self._delete_batch(batch)
+        return deleted
+
+    def _delete_batch(self, keys: list[str]) -> int:
+        objects = [{"Key": self._full(k)} for k in keys]
+        try:
+            response = _retry(self._client.delete_objects)(
+                Bucket=self.warehouse.bucket, Delete={"Objects": objects, "Quiet": True}
+            )
+        except Exception as e:
+            raise self._translate(e, keys[0], "delete") from e
+        errors = response.get("Errors", [])
+        if errors:
+            first = errors[0]
+            raise StorageError(
+                f"cannot delete {len(errors)} of {len(keys)} objects in "
+                f"s3://{self.warehouse.bucket}, first {first.get('Key')}: {first.get('Code')}"
+            )
+        return len(keys)

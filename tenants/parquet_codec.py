@@ -1,0 +1,55 @@
+"""Parquet bytes in and out, object checksums and row-content hashes.
+
+Objects are encoded in memory so their checksum (sha256 of the bytes) is known
+before upload and can be recorded in the catalog and checked on read.
+``content_hash`` hashes rows independently of file layout, so a rewritten
+object can be compared with the rows it was made from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tenants.errors import CorruptObject
+
+ROW_GROUP_ROWS = 128 * 1024
+
+
+def encode(table: pa.Table) -> tuple[bytes, str]:
+    """Parquet bytes for ``table`` (zstd) and their sha256 checksum."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+    data = sink.getvalue()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def decode(data: bytes, where: str, checksum: str | None = None) -> pa.Table:
+    """Parse Parquet bytes; a checksum mismatch or a parse failure is ``CorruptObject``."""
+    if checksum is not None and hashlib.sha256(data).hexdigest() != checksum:
+        raise CorruptObject(f"object {where} does not match its recorded checksum")
+    try:
+        return pq.read_table(io.BytesIO(data))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptObject(f"object {where} is not readable Parquet: {e}") from e
+
+
+def content_hash(table: pa.Table, sort_keys: Sequence[str]) -> str:
+    """sha256 of the rows in a canonical order, independent of chunking and files.
+
+    Rows are sorted by ``sort_keys`` and written as one Arrow IPC stream of a
+    single contiguous record batch; schema metadata is dropped.
+    """
+    table = table.replace_schema_metadata(None)
+    if table.num_rows:
+        table = table.sort_by([(k, "ascending") for k in sort_keys])
+    table = table.combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=table.num_rows or None):
+            writer.write_batch(batch)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()

@@ -1,0 +1,234 @@
+"""Tenants, databases and tables in the catalog: create, drop, look up as of a time.
+
+Tenants are addressed by name (the live tenant holding it) or by ``name@id``
+(one exact tenant id, live or dropped). Tables are looked up as of a ts: a table
+exists at T when ``created_ts <= T`` and it was not dropped at or before T.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from tenants.catalog import Row, Tx
+from tenants.errors import AlreadyExists, InvalidArgument, NotFound, TenantDropped
+from tenants.names import object_name, tenant_name
+from tenants.schema import TableSchema
+
+TenantState = Literal["active", "dropped"]
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class TenantRecord:
+    id: str
+    name: str
+    state: TenantState
+    created_ts: int
+    dropped_ts: int | None
+
+    @property
+    def ref(self) -> str:
+        """``name@id``: names exactly this tenant, even after it is dropped."""
+        return f"{self.name}@{self.id}"
+
+    @classmethod
+    def from_row(cls, row: Row) -> TenantRecord:
+        return cls(row["id"], row["name"], row["state"], row["created_ts"], row["dropped_ts"])
+
+
+@dataclass(frozen=True)
+class TableRecord:
+    id: str
+    tenant_id: str
+    database_id: str
+    database: str
+    name: str
+    created_ts: int
+    dropped_ts: int | None
+    schema: TableSchema
+    schema_from_ts: int
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.database}.{self.name}"
+
+
+def parse_tenant_ref(ref: str) -> tuple[str, str | None]:
+    """``acme`` → ("acme", None); ``acme@3f2a…`` → ("acme", "3f2a…")."""
+    name, _, tenant_id = ref.partition("@")
+    tenant_name(name)
+    if tenant_id and not tenant_id.isalnum():
+        raise InvalidArgument(f"invalid tenant id in {ref!r}")
+    return name, tenant_id or None
+
+
+def find_tenant(tx: Tx, ref: str) -> TenantRecord:
+    """The tenant ``ref`` names, active or dropped; ``NotFound`` if none."""
+    name, tenant_id = parse_tenant_ref(ref)
+    if tenant_id:
+        row = tx.one("SELECT * FROM tenants WHERE id = ? AND name = ?", (tenant_id, name))
+        if row is None:
+            raise NotFound(f"tenant {ref} does not exist")
+        return TenantRecord.from_row(row)
+    row = tx.one("SELECT * FROM tenants WHERE name = ? AND state = 'active'", (name,))
+    if row is None:
+        dropped = tx.one(
+            "SELECT id FROM tenants WHERE name = ? ORDER BY dropped_ts DESC LIMIT 1", (name,)
+        )
+        hint = f" (a dropped tenant {name}@{dropped['id']} exists)" if dropped else ""
+        raise NotFound(f"tenant {name!r} does not exist{hint}; see `rewind tenant list`")
+    return TenantRecord.from_row(row)
+
+
+def active_tenant(tx: Tx, ref: str) -> TenantRecord:
+    """The tenant ``ref`` names, which must be active (writable)."""
+    tenant = find_tenant(tx, ref)
+    if tenant.state != "active":
+        raise TenantDropped(
+            f"tenant {tenant.ref} was dropped at ts {tenant.dropped_ts}; it no longer accepts "
+            f"writes (the name {tenant.name!r} may now belong to another tenant)"
+        )
+    return tenant
+
+
+def list_tenants(tx: Tx, include_dropped: bool = False) -> list[TenantRecord]:
+    sql = "SELECT * FROM tenants"
+    if not include_dropped:
+        sql += " WHERE state = 'active'"
+    return [TenantRecord.from_row(r) for r in tx.all(sql + " ORDER BY name, created_ts")]
+
+
+def create_tenant(tx: Tx, name: str) -> TenantRecord:
+    tenant_name(name)
+    if tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,)):
+        raise AlreadyExists(f"tenant {name!r} already exists")
+    ts = tx.commit_ts()
+    tenant_id = new_id()
+    tx.execute(
+        "INSERT INTO tenants (id, name, state, created_ts) VALUES (?, ?, 'active', ?)",
+        (tenant_id, name, ts),
+    )
+    return TenantRecord(tenant_id, name, "active", ts, None)
+
+
+def drop_tenant(tx: Tx, ref: str) -> TenantRecord:
+    tenant = active_tenant(tx, ref)
+    ts = tx.commit_ts()
+    tx.execute(
+        "UPDATE tenants SET state = 'dropped', dropped_ts = ? WHERE id = ? AND state = 'active'",
+        (ts, tenant.id),
+    )
+    return TenantRecord(tenant.id, tenant.name, "dropped", tenant.created_ts, ts)
+
+
+def _live_at(alias: str) -> str:
+    return f"{alias}.created_ts <= ? AND ({alias}.dropped_ts IS NULL OR {alias}.dropped_ts > ?)"
+
+
+def find_database(tx: Tx, tenant: TenantRecord, database: str, as_of: int) -> Row | None:
+    return tx.one(
+        f"SELECT * FROM databases d WHERE d.tenant_id = ? AND d.name = ? AND {_live_at('d')}",
+        (tenant.id, object_name(database, "database"), as_of, as_of),
+    )
+
+
+def create_database(tx: Tx, tenant: TenantRecord, database: str, *, exist_ok: bool = False) -> str:
+    ts = tx.commit_ts()
+    existing = find_database(tx, tenant, database, ts)
+    if existing:
+        if exist_ok:
+            return str(existing["id"])
+        raise AlreadyExists(f"database {database!r} already exists in tenant {tenant.name!r}")
+    db_id = new_id()
+    tx.execute(
+        "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
+        (db_id, tenant.id, database, ts),
+    )
+    return db_id
+
+
+def create_table(
+    tx: Tx, tenant: TenantRecord, database: str, table: str, schema: TableSchema
+) -> TableRecord:
+    object_name(table, "table")
+    db_id = create_database(tx, tenant, database, exist_ok=True)
+    ts = tx.commit_ts()
+    if _find_table_row(tx, tenant, database, table, ts):
+        raise AlreadyExists(f"table {database}.{table} already exists in tenant {tenant.name!r}")
+    table_id = new_id()
+    tx.execute(
+        "INSERT INTO tables (id, tenant_id, database_id, name, created_ts) VALUES (?, ?, ?, ?, ?)",
+        (table_id, tenant.id, db_id, table, ts),
+    )
+    add_schema_version(tx, table_id, ts, schema)
+    return TableRecord(table_id, tenant.id, db_id, database, table, ts, None, schema, ts)
+
+
+def add_schema_version(tx: Tx, table_id: str, ts: int, schema: TableSchema) -> None:
+    tx.execute(
+        "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, "
+        "fingerprint) VALUES (?, ?, ?, ?, ?)",
+        (table_id, ts, schema.columns_json(), schema.primary_key_json(), schema.fingerprint),
+    )
+
+
+def _find_table_row(tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: int) -> Row | None:
+    return tx.one(
+        "SELECT t.*, d.name AS database_name FROM tables t JOIN databases d ON d.id = t.database_id "
+        f"WHERE t.tenant_id = ? AND d.name = ? AND t.name = ? AND {_live_at('t')}",
+        (tenant.id, database, table, as_of, as_of),
+    )
+
+
+def schema_at(tx: Tx, table_id: str, as_of: int) -> tuple[TableSchema, int]:
+    """The table's schema version valid at ``as_of`` and the ts it became valid."""
+    row = tx.one(
+        "SELECT * FROM schema_versions WHERE table_id = ? AND valid_from_ts <= ? "
+        "ORDER BY valid_from_ts DESC LIMIT 1",
+        (table_id, as_of),
+    )
+    if row is None:
+        raise NotFound(f"table {table_id} has no schema at ts {as_of}")
+    return TableSchema.from_json(row["columns_json"], row["primary_key_json"]), row["valid_from_ts"]
+
+
+def table_from_row(tx: Tx, row: Row, as_of: int) -> TableRecord:
+    schema, since = schema_at(tx, row["id"], as_of)
+    return TableRecord(
+        row["id"], row["tenant_id"], row["database_id"], row["database_name"], row["name"],
+        row["created_ts"], row["dropped_ts"], schema, since,
+    )
+
+
+def find_table(tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: int) -> TableRecord:
+    """The table ``database.table`` as it existed at ``as_of``."""
+    object_name(database, "database")
+    object_name(table, "table")
+    row = _find_table_row(tx, tenant, database, table, as_of)
+    if row is None:
+        raise NotFound(
+            f"table {database}.{table} does not exist in tenant {tenant.name!r} at ts {as_of}"
+        )
+    return table_from_row(tx, row, as_of)
+
+
+def tables_at(tx: Tx, tenant: TenantRecord, as_of: int) -> list[TableRecord]:
+    """Every table of the tenant that existed at ``as_of``, by database and name."""
+    rows = tx.all(
+        "SELECT t.*, d.name AS database_name FROM tables t JOIN databases d ON d.id = t.database_id "
+        f"WHERE t.tenant_id = ? AND {_live_at('t')} ORDER BY d.name, t.name",
+        (tenant.id, as_of, as_of),
+    )
+    return [table_from_row(tx, row, as_of) for row in rows]
+
+
+def drop_table(tx: Tx, tenant: TenantRecord, database: str, table: str) -> TableRecord:
+    ts = tx.commit_ts()
+    record = find_table(tx, tenant, database, table, ts)
+    tx.execute("UPDATE tables SET dropped_ts = ? WHERE id = ? AND dropped_ts IS NULL", (ts, record.id))
+    return record
