@@ -6,6 +6,7 @@ the same boto3 and pyarrow code paths as production S3.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -56,6 +57,8 @@ def start_embedded_s3(port: int | None = None) -> EmbeddedS3:
     """Start moto's S3 server on 127.0.0.1 (a free port unless given)."""
     from moto.server import ThreadedMotoServer
 
+    # werkzeug logs every request at INFO; a demo or a test run does not want that.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     port = port or free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
