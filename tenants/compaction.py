@@ -29,7 +29,9 @@ from tenants.objects import (
     sort_by_key_and_ts,
 )
 from tenants.objectstore import ObjectStore
-from tenants.tenancy import TableRecord, active_tenant, find_table, tables_at
+from tenants.protection import protection
+from tenants.retention import keep_masks
+from tenants.tenancy import TableRecord, active_tenant, find_table, tables_at, tenant_by_id
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +49,19 @@ class CompactionResult:
 
 
 def _groups(objects: list[ObjectRecord]) -> list[list[ObjectRecord]]:
-    by_group: dict[tuple[str, str], list[ObjectRecord]] = {}
-    for record in objects:
-        by_group.setdefault((record.kind, record.fingerprint), []).append(record)
-    return [g for g in by_group.values() if len(g) > 1 or not g[0].sorted]
+    """Groups a partial merge touches: several objects, or one unsorted object."""
+    return [g for g in _all_groups(objects) if len(g) > 1 or not g[0].sorted]
 
 
 def _split(rows: pa.Table, target_bytes: int, bytes_in: int, rows_in: int) -> list[pa.Table]:
+    """Slices of about ``target_bytes`` each, estimated from the inputs' bytes per row."""
+    if rows.num_rows == 0:
+        return []
     per_row = max(1.0, bytes_in / max(1, rows_in))
     rows_per_object = max(1, int(target_bytes / per_row))
     parts = max(1, math.ceil(rows.num_rows / rows_per_object))
     size = math.ceil(rows.num_rows / parts)
-    return [rows.slice(i * size, size) for i in range(parts) if rows.slice(i * size, size).num_rows]
+    return [rows.slice(start, size) for start in range(0, rows.num_rows, size)]
 
 
 def compact_table(
@@ -67,31 +70,68 @@ def compact_table(
     table: TableRecord,
     *,
     target_bytes: int = DEFAULT_TARGET_BYTES,
+    full: bool = False,
 ) -> CompactionResult:
-    """Merge each (kind, fingerprint) group of the table's live objects."""
+    """Merge the table's live objects, per (kind, fingerprint) group.
+
+    A partial merge (``full=False``) touches only groups of several objects and
+    keeps every version. A full compaction rewrites every group and drops the
+    versions and tombstones no protected time needs (tenants.retention); the
+    protected times are read from the catalog here, never passed in.
+    """
     with catalog.snapshot() as tx:
         objects = live_objects(tx, table.id)
+        guard = protection(tx, tenant_by_id(tx, table.tenant_id)) if full else None
     pk = list(table.schema.primary_key)
-    total_in = outputs = rows = bytes_in = bytes_out = 0
-    for group in _groups(objects):
+    if guard is None:
+        groups = _groups(objects)
+        loaded = {o.id: read_object(store, o) for g in groups for o in g}
+    else:
+        groups = _all_groups(objects)
+        loaded = {o.id: read_object(store, o) for o in objects}
+        inputs = [(o.kind, loaded[o.id]) for o in objects]
+        for record, mask in zip(objects, keep_masks(inputs, table.schema, guard), strict=True):
+            loaded[record.id] = loaded[record.id].filter(pa.array(mask))
+    written: list[ObjectRecord] = []
+    replaced: list[ObjectRecord] = []
+    rows = 0
+    for group in groups:
         merged = sort_by_key_and_ts(
-            pa.concat_tables([read_object(store, o) for o in group], promote_options="default"), pk
+            pa.concat_tables([loaded[o.id] for o in group], promote_options="default"), pk
         )
         group_bytes = sum(o.bytes for o in group)
-        written = [
+        written += [
             write_object(
-                store, part, tenant_id=table.tenant_id, table_id=table.id, kind=group[0].kind,
-                fingerprint=group[0].fingerprint, primary_key=pk, created_ts=0,
+                store,
+                part,
+                tenant_id=table.tenant_id,
+                table_id=table.id,
+                kind=group[0].kind,
+                fingerprint=group[0].fingerprint,
+                primary_key=pk,
+                created_ts=0,
             )
-            for part in _split(merged, target_bytes, group_bytes, merged.num_rows)
+            for part in _split(merged, target_bytes, group_bytes, sum(o.rows for o in group))
         ]
-        _swap(catalog, table, group, written)
-        total_in += len(group)
-        outputs += len(written)
+        replaced += group
         rows += merged.num_rows
-        bytes_in += group_bytes
-        bytes_out += sum(o.bytes for o in written)
-    return CompactionResult(table.qualified, total_in, outputs, rows, bytes_in, bytes_out)
+    if replaced:
+        _swap(catalog, table, replaced, written)
+    return CompactionResult(
+        table.qualified,
+        len(replaced),
+        len(written),
+        rows,
+        sum(o.bytes for o in replaced),
+        sum(o.bytes for o in written),
+    )
+
+
+def _all_groups(objects: list[ObjectRecord]) -> list[list[ObjectRecord]]:
+    by_group: dict[tuple[str, str], list[ObjectRecord]] = {}
+    for record in objects:
+        by_group.setdefault((record.kind, record.fingerprint), []).append(record)
+    return list(by_group.values())
 
 
 def _swap(
@@ -111,7 +151,11 @@ def _swap(
             add_member(tx, table.id, record.id, ts)
     log.info(
         "table %s (%s): compacted %d objects into %d at ts %d",
-        table.qualified, table.id, len(inputs), len(outputs), ts,
+        table.qualified,
+        table.id,
+        len(inputs),
+        len(outputs),
+        ts,
     )
 
 
@@ -127,13 +171,18 @@ def compact(
     table: str | None = None,
     *,
     target_bytes: int = DEFAULT_TARGET_BYTES,
+    full: bool = False,
 ) -> list[CompactionResult]:
-    """Compact one table, or every live table of the tenant."""
+    """Compact one table, or every live table of the tenant (see ``compact_table``)."""
     with catalog.snapshot() as tx:
         tenant_rec = active_tenant(tx, tenant)
         now = tx.last_ts()
         if database is not None and table is not None:
             tables = [find_table(tx, tenant_rec, database, table, now)]
         else:
-            tables = [t for t in tables_at(tx, tenant_rec, now) if database is None or t.database == database]
-    return [compact_table(catalog, store, t, target_bytes=target_bytes) for t in tables]
+            tables = [
+                t
+                for t in tables_at(tx, tenant_rec, now)
+                if database is None or t.database == database
+            ]
+    return [compact_table(catalog, store, t, target_bytes=target_bytes, full=full) for t in tables]

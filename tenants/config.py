@@ -30,8 +30,11 @@ class S3Settings:
     @classmethod
     def from_env(cls) -> S3Settings:
         return cls(
-            endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
-            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL"),
+            region=os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or "us-east-1",
             access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
             secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
         )
@@ -112,4 +115,6 @@ def default_catalog_uri() -> str:
 
 
 def default_warehouse_uri() -> str:
-    return os.environ.get("REWIND_WAREHOUSE") or f"file://{(default_home() / 'warehouse').resolve()}"
+    return (
+        os.environ.get("REWIND_WAREHOUSE") or f"file://{(default_home() / 'warehouse').resolve()}"
+    )

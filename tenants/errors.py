@@ -35,6 +35,10 @@ class NotFound(LookupError, RewindError):
     """A tenant, database, table, snapshot or object that does not exist."""
 
 
+class UnprotectedTime(InvalidArgument):
+    """A time no snapshot, PITR window or "now" protects: its history may be gone."""
+
+
 class AlreadyExists(RewindError):
     """Something with that name is already there."""
 

@@ -57,7 +57,10 @@ def resolve(
     if not events:
         return target.empty_table()
     merged = pa.concat_tables(events, promote_options="default")
-    order = [(k, "ascending") for k in schema.primary_key] + [(TS, "ascending"), (IS_DATA, "ascending")]
+    order = [(k, "ascending") for k in schema.primary_key] + [
+        (TS, "ascending"),
+        (IS_DATA, "ascending"),
+    ]
     merged = merged.sort_by(order)
     last = _last_of_each_key(merged, schema.primary_key)
     visible = pc.and_(last, merged.column(IS_DATA))

@@ -41,9 +41,19 @@ def write_object(
     store.put(key, data)
     stats = row_stats(rows, primary_key, is_sorted=True)
     return ObjectRecord(
-        id=object_id, key=key, kind=kind, fingerprint=fingerprint, rows=stats.rows,
-        bytes=len(data), min_ts=stats.min_ts, max_ts=stats.max_ts, min_pk=stats.min_pk,
-        max_pk=stats.max_pk, sorted=True, checksum=checksum, created_ts=created_ts,
+        id=object_id,
+        key=key,
+        kind=kind,
+        fingerprint=fingerprint,
+        rows=stats.rows,
+        bytes=len(data),
+        min_ts=stats.min_ts,
+        max_ts=stats.max_ts,
+        min_pk=stats.min_pk,
+        max_pk=stats.max_pk,
+        sorted=True,
+        checksum=checksum,
+        created_ts=created_ts,
     )
 
 

@@ -45,9 +45,19 @@ class ObjectRecord:
     @classmethod
     def from_row(cls, row: Row) -> ObjectRecord:
         return cls(
-            row["id"], row["object_key"], row["kind"], row["fingerprint"], row["row_count"],
-            row["byte_size"], row["min_ts"], row["max_ts"], row["min_pk"], row["max_pk"],
-            bool(row["sorted"]), row["checksum"], row["created_ts"],
+            row["id"],
+            row["object_key"],
+            row["kind"],
+            row["fingerprint"],
+            row["row_count"],
+            row["byte_size"],
+            row["min_ts"],
+            row["max_ts"],
+            row["min_pk"],
+            row["max_pk"],
+            bool(row["sorted"]),
+            row["checksum"],
+            row["created_ts"],
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -99,9 +109,19 @@ def insert_object(tx: Tx, record: ObjectRecord) -> None:
         "max_ts, min_pk, max_pk, sorted, checksum, created_ts) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            record.id, record.key, record.kind, record.fingerprint, record.rows, record.bytes,
-            record.min_ts, record.max_ts, record.min_pk, record.max_pk, int(record.sorted),
-            record.checksum, record.created_ts,
+            record.id,
+            record.key,
+            record.kind,
+            record.fingerprint,
+            record.rows,
+            record.bytes,
+            record.min_ts,
+            record.max_ts,
+            record.min_pk,
+            record.max_pk,
+            int(record.sorted),
+            record.checksum,
+            record.created_ts,
         ),
     )
 

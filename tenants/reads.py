@@ -18,6 +18,8 @@ from tenants.mvcc import project, resolve
 from tenants.object_io import read_object
 from tenants.objects import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
+from tenants.protection import protection
+from tenants.snapshots import resolve_time
 from tenants.tenancy import TableRecord, TenantRecord, find_table, find_tenant
 
 READ_THREADS = 8
@@ -36,18 +38,30 @@ class ReadPlan:
 
 
 def plan_read(
-    catalog: Catalog, tenant: str, database: str, table: str, as_of: int | None = None
+    catalog: Catalog, tenant: str, database: str, table: str, as_of: int | str | None = None
 ) -> ReadPlan:
-    """Resolve tenant, table, schema and objects for a read at ``as_of`` (default now)."""
+    """Resolve tenant, table, schema and objects for a read at ``as_of`` (default now).
+
+    ``as_of`` is a ts, or text: a snapshot name, an ISO-8601 instant or a ts.
+
+    Raises:
+        UnprotectedTime: ``as_of`` is not protected; its history may be gone.
+    """
     with catalog.snapshot() as tx:
         tenant_rec = find_tenant(tx, tenant)
-        ts = tx.last_ts() if as_of is None else as_of
+        if as_of is None:
+            ts = tx.last_ts()
+        else:
+            ts = resolve_time(tx, tenant_rec, as_of) if isinstance(as_of, str) else as_of
+            protection(tx, tenant_rec).require(ts)
         table_rec = find_table(tx, tenant_rec, database, table, ts)
         objects = tuple(o for o in live_objects(tx, table_rec.id) if o.min_ts <= ts)
     return ReadPlan(tenant_rec, table_rec, ts, objects)
 
 
-def load_events(store: ObjectStore, plan: ReadPlan, threads: int = READ_THREADS) -> tuple[list[pa.Table], list[pa.Table]]:
+def load_events(
+    store: ObjectStore, plan: ReadPlan, threads: int = READ_THREADS
+) -> tuple[list[pa.Table], list[pa.Table]]:
     """Fetch and project every object of the plan: (data tables, tombstone tables)."""
     schema = plan.table.schema
 

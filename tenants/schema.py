@@ -67,7 +67,10 @@ def parse_type(text: str) -> pa.DataType:
         return pa.timestamp(match.group(1), tz=match.group(2))
     if match := _DECIMAL.fullmatch(name):
         return pa.decimal128(int(match.group(1)), int(match.group(2)))
-    supported = sorted(set(_SIMPLE_TYPES) | set(_ALIASES)) + ["timestamp[us, tz=UTC]", "decimal(p, s)"]
+    supported = sorted(set(_SIMPLE_TYPES) | set(_ALIASES)) + [
+        "timestamp[us, tz=UTC]",
+        "decimal(p, s)",
+    ]
     raise InvalidArgument(f"unsupported column type {text!r}; supported: {', '.join(supported)}")
 
 
@@ -83,7 +86,12 @@ class Column:
         return parse_type(self.type)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "nullable": self.nullable, "default": self.default}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "nullable": self.nullable,
+            "default": self.default,
+        }
 
 
 @dataclass(frozen=True)
@@ -108,14 +116,18 @@ class TableSchema:
         for column in self.columns:
             column.arrow_type  # noqa: B018 - validates the type string early
         normalized = tuple(
-            Column(c.name, str(c.arrow_type), c.nullable and c.name not in self.primary_key, c.default)
+            Column(
+                c.name, str(c.arrow_type), c.nullable and c.name not in self.primary_key, c.default
+            )
             for c in self.columns
         )
         object.__setattr__(self, "columns", normalized)
         object.__setattr__(self, "fingerprint", _fingerprint(normalized, self.primary_key))
 
     @classmethod
-    def of(cls, columns: Sequence[tuple[str, str] | Column], primary_key: Sequence[str]) -> TableSchema:
+    def of(
+        cls, columns: Sequence[tuple[str, str] | Column], primary_key: Sequence[str]
+    ) -> TableSchema:
         cols = tuple(c if isinstance(c, Column) else Column(c[0], c[1]) for c in columns)
         return cls(cols, tuple(primary_key))
 

@@ -25,7 +25,9 @@ from tenants.schema import TS, TableSchema
 
 def _events_schema(schema: TableSchema) -> pa.Schema:
     fields = [pa.field(f.name, f.type, True) for f in schema.arrow()]
-    return pa.schema(fields + [pa.field(TS, pa.int64(), False), pa.field(IS_DATA, pa.bool_(), False)])
+    return pa.schema(
+        fields + [pa.field(TS, pa.int64(), False), pa.field(IS_DATA, pa.bool_(), False)]
+    )
 
 
 def _event_batches(
@@ -70,7 +72,9 @@ def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None
             yield from _event_batches(store, schema, as_of, mine)
 
     events = tasks.mapInArrow(read_task, from_arrow_schema(events_schema))
-    window = Window.partitionBy(*schema.primary_key).orderBy(F.col(TS).desc(), F.col(IS_DATA).desc())
+    window = Window.partitionBy(*schema.primary_key).orderBy(
+        F.col(TS).desc(), F.col(IS_DATA).desc()
+    )
     newest = events.withColumn("__rank", F.row_number().over(window)).where("__rank = 1")
     return newest.where(F.col(IS_DATA)).select(*schema.names)
 

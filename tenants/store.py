@@ -7,21 +7,37 @@ tests all go through the same code.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import pyarrow as pa
 
-from tenants.catalog import Catalog, open_catalog
+from tenants.catalog import Catalog, Tx, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
 from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
 from tenants.objects import ObjectRecord, tenant_objects
 from tenants.objectstore import ObjectStore, open_object_store
+from tenants.pitr import PitrWindow, get_pitr, set_pitr
+from tenants.protection import Protection, protection, wall_now
 from tenants.reads import ReadPlan, plan_read, read_local
-from tenants.schema import TableSchema
+from tenants.schedules import Schedule, TickResult, get_schedule, set_schedule, tick
+from tenants.schema import Column, TableSchema
+from tenants.snapshots import (
+    SnapshotKind,
+    SnapshotRecord,
+    create_snapshot,
+    drop_snapshot,
+    drop_snapshots,
+    find_snapshot,
+    list_snapshots,
+    resolve_time,
+)
 from tenants.tenancy import (
     TableRecord,
     TenantRecord,
+    active_tenant,
+    alter_table,
     create_table,
     drop_table,
     drop_tenant,
@@ -30,6 +46,7 @@ from tenants.tenancy import (
     tables_at,
 )
 from tenants.tenancy import create_tenant as _create_tenant
+from tenants.times import parse_instant
 from tenants.writes import WriteResult, write
 
 Reader = Literal["local", "spark"]
@@ -80,22 +97,118 @@ class TableStore:
         with self.catalog.snapshot() as tx:
             return list_tenants(tx, include_dropped)
 
-    def create_table(self, tenant: str, database: str, table: str, schema: TableSchema) -> TableRecord:
-        from tenants.tenancy import active_tenant
-
+    def create_table(
+        self, tenant: str, database: str, table: str, schema: TableSchema
+    ) -> TableRecord:
         with self.catalog.transaction() as tx:
             return create_table(tx, active_tenant(tx, tenant), database, table, schema)
 
     def drop_table(self, tenant: str, database: str, table: str) -> TableRecord:
-        from tenants.tenancy import active_tenant
-
         with self.catalog.transaction() as tx:
             return drop_table(tx, active_tenant(tx, tenant), database, table)
 
-    def tables(self, tenant: str, as_of: int | None = None) -> list[TableRecord]:
+    def alter_table(
+        self,
+        tenant: str,
+        database: str,
+        table: str,
+        *,
+        add: Sequence[Column] = (),
+        drop: Sequence[str] = (),
+    ) -> TableRecord:
+        """Add (nullable or defaulted) and drop (non-key) columns."""
+        with self.catalog.transaction() as tx:
+            return alter_table(tx, active_tenant(tx, tenant), database, table, add=add, drop=drop)
+
+    def tables(self, tenant: str, as_of: int | str | None = None) -> list[TableRecord]:
+        """DDL as of a protected time: the tables that existed then, with their schemas."""
         with self.catalog.snapshot() as tx:
             tenant_rec = find_tenant(tx, tenant)
-            return tables_at(tx, tenant_rec, tx.last_ts() if as_of is None else as_of)
+            return tables_at(tx, tenant_rec, self._resolve(tx, tenant_rec, as_of))
+
+    def _resolve(self, tx: Tx, tenant: TenantRecord, as_of: int | str | None) -> int:
+        if as_of is None:
+            return tx.last_ts()
+        ts = resolve_time(tx, tenant, as_of) if isinstance(as_of, str) else as_of
+        protection(tx, tenant).require(ts)
+        return ts
+
+    def resolve_time(self, tenant: str, as_of: int | str) -> int:
+        """A snapshot name, ISO instant or ts as a protected ts of ``tenant``."""
+        with self.catalog.snapshot() as tx:
+            return self._resolve(tx, find_tenant(tx, tenant), as_of)
+
+    # snapshots and PITR
+    def create_snapshot(
+        self, tenant: str, name: str, *, at: int | str | None = None
+    ) -> SnapshotRecord:
+        with self.catalog.transaction() as tx:
+            tenant_rec = active_tenant(tx, tenant)
+            ts = parse_instant(at) if isinstance(at, str) else at
+            return create_snapshot(tx, tenant_rec, name, at=ts)
+
+    def snapshots(self, tenant: str) -> list[SnapshotRecord]:
+        with self.catalog.snapshot() as tx:
+            return list_snapshots(tx, find_tenant(tx, tenant))
+
+    def snapshot(self, tenant: str, name: str) -> SnapshotRecord:
+        with self.catalog.snapshot() as tx:
+            return find_snapshot(tx, find_tenant(tx, tenant), name)
+
+    def drop_snapshot(self, tenant: str, name: str) -> SnapshotRecord:
+        with self.catalog.transaction() as tx:
+            return drop_snapshot(tx, find_tenant(tx, tenant), name)
+
+    def drop_snapshots(
+        self, tenant: str, *, older_than_us: int | None = None, kind: SnapshotKind | None = None
+    ) -> list[SnapshotRecord]:
+        """Drop snapshots older than a duration (µs before now) and/or of a kind."""
+        with self.catalog.transaction() as tx:
+            cutoff = None if older_than_us is None else wall_now(tx) - older_than_us
+            return drop_snapshots(tx, find_tenant(tx, tenant), older_than=cutoff, kind=kind)
+
+    def set_schedule(
+        self,
+        tenant: str,
+        *,
+        first_at_us: int,
+        interval_us: int,
+        retain_age_us: int | None = None,
+        retain_count: int | None = None,
+        name_prefix: str = "auto",
+    ) -> Schedule:
+        with self.catalog.transaction() as tx:
+            return set_schedule(
+                tx,
+                active_tenant(tx, tenant),
+                first_at_us=first_at_us,
+                interval_us=interval_us,
+                retain_age_us=retain_age_us,
+                retain_count=retain_count,
+                name_prefix=name_prefix,
+            )
+
+    def schedule(self, tenant: str) -> Schedule | None:
+        with self.catalog.snapshot() as tx:
+            return get_schedule(tx, find_tenant(tx, tenant))
+
+    def tick(self, tenant: str | None = None) -> list[TickResult]:
+        """Apply snapshot schedules: one tenant, or every active tenant. Idempotent."""
+        with self.catalog.transaction() as tx:
+            targets = [active_tenant(tx, tenant)] if tenant else list_tenants(tx)
+            return [tick(tx, t) for t in targets]
+
+    def set_pitr(self, tenant: str, window_us: int | None) -> PitrWindow | None:
+        with self.catalog.transaction() as tx:
+            return set_pitr(tx, active_tenant(tx, tenant), window_us)
+
+    def pitr(self, tenant: str) -> PitrWindow | None:
+        with self.catalog.snapshot() as tx:
+            return get_pitr(tx, find_tenant(tx, tenant))
+
+    def protection(self, tenant: str) -> Protection:
+        with self.catalog.snapshot() as tx:
+            return protection(tx, find_tenant(tx, tenant))
 
     # data
     def write(
@@ -107,9 +220,13 @@ class TableStore:
         upserts: pa.Table | None = None,
         deletes: pa.Table | None = None,
     ) -> WriteResult:
-        return write(self.catalog, self.objects, tenant, database, table, upserts=upserts, deletes=deletes)
+        return write(
+            self.catalog, self.objects, tenant, database, table, upserts=upserts, deletes=deletes
+        )
 
-    def plan_read(self, tenant: str, database: str, table: str, as_of: int | None = None) -> ReadPlan:
+    def plan_read(
+        self, tenant: str, database: str, table: str, as_of: int | str | None = None
+    ) -> ReadPlan:
         return plan_read(self.catalog, tenant, database, table, as_of)
 
     def read(
@@ -117,11 +234,15 @@ class TableStore:
         tenant: str,
         database: str,
         table: str,
-        as_of: int | None = None,
+        as_of: int | str | None = None,
         *,
         reader: Reader = "local",
     ) -> pa.Table:
-        """Visible rows at ``as_of`` (default now), sorted by primary key."""
+        """Visible rows at ``as_of`` (default now), sorted by primary key.
+
+        ``as_of`` is a ts or text (snapshot name, ISO-8601 instant, ts) and must
+        be a protected time of the tenant.
+        """
         plan = self.plan_read(tenant, database, table, as_of)
         if reader == "spark":
             from tenants.spark_reader import read_spark
@@ -136,8 +257,18 @@ class TableStore:
         table: str | None = None,
         *,
         target_bytes: int = DEFAULT_TARGET_BYTES,
+        full: bool = False,
     ) -> list[CompactionResult]:
-        return compact(self.catalog, self.objects, tenant, database, table, target_bytes=target_bytes)
+        """Merge objects; ``full=True`` also drops versions no protected time needs."""
+        return compact(
+            self.catalog,
+            self.objects,
+            tenant,
+            database,
+            table,
+            target_bytes=target_bytes,
+            full=full,
+        )
 
     def objects_of(self, tenant: str) -> list[tuple[str, ObjectRecord]]:
         with self.catalog.snapshot() as tx:

@@ -8,13 +8,16 @@ exists at T when ``created_ts <= T`` and it was not dropped at or before T.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
+import pyarrow as pa
+
 from tenants.catalog import Row, Tx
-from tenants.errors import AlreadyExists, InvalidArgument, NotFound, TenantDropped
+from tenants.errors import AlreadyExists, InvalidArgument, NotFound, SchemaMismatch, TenantDropped
 from tenants.names import object_name, tenant_name
-from tenants.schema import TableSchema
+from tenants.schema import Column, TableSchema
 
 TenantState = Literal["active", "dropped"]
 
@@ -30,6 +33,7 @@ class TenantRecord:
     state: TenantState
     created_ts: int
     dropped_ts: int | None
+    last_change_ts: int
 
     @property
     def ref(self) -> str:
@@ -38,7 +42,14 @@ class TenantRecord:
 
     @classmethod
     def from_row(cls, row: Row) -> TenantRecord:
-        return cls(row["id"], row["name"], row["state"], row["created_ts"], row["dropped_ts"])
+        return cls(
+            row["id"],
+            row["name"],
+            row["state"],
+            row["created_ts"],
+            row["dropped_ts"],
+            row["last_change_ts"] if row["last_change_ts"] is not None else row["created_ts"],
+        )
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,13 @@ def find_tenant(tx: Tx, ref: str) -> TenantRecord:
     return TenantRecord.from_row(row)
 
 
+def tenant_by_id(tx: Tx, tenant_id: str) -> TenantRecord:
+    row = tx.one("SELECT * FROM tenants WHERE id = ?", (tenant_id,))
+    if row is None:
+        raise NotFound(f"tenant id {tenant_id} does not exist")
+    return TenantRecord.from_row(row)
+
+
 def active_tenant(tx: Tx, ref: str) -> TenantRecord:
     """The tenant ``ref`` names, which must be active (writable)."""
     tenant = find_tenant(tx, ref)
@@ -110,10 +128,20 @@ def create_tenant(tx: Tx, name: str) -> TenantRecord:
     ts = tx.commit_ts()
     tenant_id = new_id()
     tx.execute(
-        "INSERT INTO tenants (id, name, state, created_ts) VALUES (?, ?, 'active', ?)",
-        (tenant_id, name, ts),
+        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) "
+        "VALUES (?, ?, 'active', ?, ?)",
+        (tenant_id, name, ts, ts),
     )
-    return TenantRecord(tenant_id, name, "active", ts, None)
+    return TenantRecord(tenant_id, name, "active", ts, None, ts)
+
+
+def touch_tenant(tx: Tx, tenant_id: str, ts: int) -> None:
+    """Record that the tenant's data or DDL changed at ``ts``.
+
+    Every time at or after a tenant's last change reads the same as "now", so
+    those times are protected without a snapshot (see tenants.protection).
+    """
+    tx.execute("UPDATE tenants SET last_change_ts = ? WHERE id = ?", (ts, tenant_id))
 
 
 def drop_tenant(tx: Tx, ref: str) -> TenantRecord:
@@ -123,7 +151,7 @@ def drop_tenant(tx: Tx, ref: str) -> TenantRecord:
         "UPDATE tenants SET state = 'dropped', dropped_ts = ? WHERE id = ? AND state = 'active'",
         (ts, tenant.id),
     )
-    return TenantRecord(tenant.id, tenant.name, "dropped", tenant.created_ts, ts)
+    return TenantRecord(tenant.id, tenant.name, "dropped", tenant.created_ts, ts, ts)
 
 
 def _live_at(alias: str) -> str:
@@ -166,6 +194,7 @@ def create_table(
         (table_id, tenant.id, db_id, table, ts),
     )
     add_schema_version(tx, table_id, ts, schema)
+    touch_tenant(tx, tenant.id, ts)
     return TableRecord(table_id, tenant.id, db_id, database, table, ts, None, schema, ts)
 
 
@@ -177,7 +206,9 @@ def add_schema_version(tx: Tx, table_id: str, ts: int, schema: TableSchema) -> N
     )
 
 
-def _find_table_row(tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: int) -> Row | None:
+def _find_table_row(
+    tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: int
+) -> Row | None:
     return tx.one(
         "SELECT t.*, d.name AS database_name FROM tables t JOIN databases d ON d.id = t.database_id "
         f"WHERE t.tenant_id = ? AND d.name = ? AND t.name = ? AND {_live_at('t')}",
@@ -200,8 +231,15 @@ def schema_at(tx: Tx, table_id: str, as_of: int) -> tuple[TableSchema, int]:
 def table_from_row(tx: Tx, row: Row, as_of: int) -> TableRecord:
     schema, since = schema_at(tx, row["id"], as_of)
     return TableRecord(
-        row["id"], row["tenant_id"], row["database_id"], row["database_name"], row["name"],
-        row["created_ts"], row["dropped_ts"], schema, since,
+        row["id"],
+        row["tenant_id"],
+        row["database_id"],
+        row["database_name"],
+        row["name"],
+        row["created_ts"],
+        row["dropped_ts"],
+        schema,
+        since,
     )
 
 
@@ -230,5 +268,68 @@ def tables_at(tx: Tx, tenant: TenantRecord, as_of: int) -> list[TableRecord]:
 def drop_table(tx: Tx, tenant: TenantRecord, database: str, table: str) -> TableRecord:
     ts = tx.commit_ts()
     record = find_table(tx, tenant, database, table, ts)
-    tx.execute("UPDATE tables SET dropped_ts = ? WHERE id = ? AND dropped_ts IS NULL", (ts, record.id))
+    tx.execute(
+        "UPDATE tables SET dropped_ts = ? WHERE id = ? AND dropped_ts IS NULL", (ts, record.id)
+    )
+    touch_tenant(tx, tenant.id, ts)
     return record
+
+
+def alter_table(
+    tx: Tx,
+    tenant: TenantRecord,
+    database: str,
+    table: str,
+    *,
+    add: Sequence[Column] = (),
+    drop: Sequence[str] = (),
+) -> TableRecord:
+    """Add and drop columns, as a new schema version valid from this commit.
+
+    Older objects keep their columns; reads project them onto the schema as of
+    the read time, so history before the change still reads as it was.
+    """
+    if not add and not drop:
+        raise InvalidArgument(
+            f"nothing to alter in {database}.{table}: give columns to add or drop"
+        )
+    ts = tx.commit_ts()
+    record = find_table(tx, tenant, database, table, ts)
+    schema = record.schema
+    columns = list(schema.columns)
+    for name in drop:
+        if name in schema.primary_key:
+            raise SchemaMismatch(
+                f"cannot drop key column {name!r} of {database}.{table}: "
+                f"the primary key {list(schema.primary_key)} is fixed"
+            )
+        if name not in schema.names:
+            raise NotFound(
+                f"table {database}.{table} has no column {name!r}; columns: {schema.names}"
+            )
+        columns = [c for c in columns if c.name != name]
+    for column in add:
+        if column.name in [c.name for c in columns]:
+            raise AlreadyExists(f"table {database}.{table} already has a column {column.name!r}")
+        if not column.nullable and column.default is None:
+            raise SchemaMismatch(
+                f"cannot add NOT NULL column {column.name!r} to {database}.{table} without a "
+                "default: existing rows would have no value"
+            )
+        _check_default(column)
+        columns.append(column)
+    new_schema = TableSchema(tuple(columns), schema.primary_key)
+    add_schema_version(tx, record.id, ts, new_schema)
+    touch_tenant(tx, tenant.id, ts)
+    return replace(record, schema=new_schema, schema_from_ts=ts)
+
+
+def _check_default(column: Column) -> None:
+    if column.default is None:
+        return
+    try:
+        pa.array([column.default]).cast(column.arrow_type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise SchemaMismatch(
+            f"default {column.default!r} of column {column.name!r} is not a {column.type}"
+        ) from e

@@ -13,8 +13,15 @@ from datetime import UTC, datetime
 
 from tenants.errors import InvalidArgument
 
-US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000,
-      "d": 86_400_000_000, "w": 7 * 86_400_000_000}
+US = {
+    "us": 1,
+    "ms": 1_000,
+    "s": 1_000_000,
+    "m": 60_000_000,
+    "h": 3_600_000_000,
+    "d": 86_400_000_000,
+    "w": 7 * 86_400_000_000,
+}
 _DURATION_PART = re.compile(r"(\d+)(us|ms|s|m|h|d|w)")
 
 
@@ -52,7 +59,11 @@ def parse_duration(text: str) -> int:
 
 def format_ts(ts: int) -> str:
     """ISO-8601 UTC with µs, for display."""
-    return datetime.fromtimestamp(ts / 1_000_000, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(ts / 1_000_000, tz=UTC)
+        .isoformat(timespec="microseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def format_duration(us: int) -> str:

@@ -24,7 +24,7 @@ from tenants.object_io import write_object
 from tenants.objects import ObjectKind, add_member, insert_object
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS, TableSchema
-from tenants.tenancy import active_tenant, find_table
+from tenants.tenancy import active_tenant, find_table, touch_tenant
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +134,23 @@ def write(
             batches.append(("tomb", keys))
         object_ids = []
         for kind, rows in batches:
-            rows = rows.append_column(pa.field(TS, pa.int64(), False), pa.array([ts] * rows.num_rows, pa.int64()))
+            rows = rows.append_column(
+                pa.field(TS, pa.int64(), False), pa.array([ts] * rows.num_rows, pa.int64())
+            )
             record = write_object(
-                store, rows, tenant_id=tenant_rec.id, table_id=target.id, kind=kind,
-                fingerprint=schema.fingerprint, primary_key=pk, created_ts=ts,
+                store,
+                rows,
+                tenant_id=tenant_rec.id,
+                table_id=target.id,
+                kind=kind,
+                fingerprint=schema.fingerprint,
+                primary_key=pk,
+                created_ts=ts,
             )
             insert_object(tx, record)
             add_member(tx, target.id, record.id, ts)
             object_ids.append(record.id)
+        touch_tenant(tx, tenant_rec.id, ts)
         log.info("tenant %s table %s: commit ts %d wrote %s", where, target.id, ts, object_ids)
     return WriteResult(
         ts=ts,

@@ -77,6 +77,33 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "CREATE INDEX membership_live ON membership (table_id, removed_ts)",
         ],
     ),
+    (
+        "snapshots, snapshot schedules, PITR windows, last change per tenant",
+        [
+            "ALTER TABLE tenants ADD COLUMN last_change_ts BIGINT",
+            "UPDATE tenants SET last_change_ts = created_ts",
+            """CREATE TABLE snapshots (
+                tenant_id VARCHAR(32) NOT NULL REFERENCES tenants (id),
+                name VARCHAR(128) NOT NULL,
+                ts BIGINT NOT NULL,
+                kind VARCHAR(16) NOT NULL CHECK (kind IN ('manual', 'scheduled')),
+                created_ts BIGINT NOT NULL,
+                expires_at BIGINT,
+                PRIMARY KEY (tenant_id, name))""",
+            "CREATE INDEX snapshots_ts ON snapshots (tenant_id, ts)",
+            """CREATE TABLE snapshot_schedules (
+                tenant_id VARCHAR(32) PRIMARY KEY REFERENCES tenants (id),
+                first_at_us BIGINT NOT NULL,
+                interval_us BIGINT NOT NULL,
+                retain_age_us BIGINT,
+                retain_count INTEGER,
+                name_prefix VARCHAR(64) NOT NULL)""",
+            """CREATE TABLE pitr_windows (
+                tenant_id VARCHAR(32) PRIMARY KEY REFERENCES tenants (id),
+                window_us BIGINT NOT NULL,
+                since_ts BIGINT NOT NULL)""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

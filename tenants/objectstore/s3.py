@@ -58,7 +58,8 @@ def _is_retryable(error: BaseException) -> bool:
     if isinstance(error, ClientError):
         return error.response.get("Error", {}).get("Code", "") in RETRYABLE_CODES
     return isinstance(
-        error, (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError)
+        error,
+        (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError),
     )
 
 

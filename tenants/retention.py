@@ -1,0 +1,85 @@
+"""Which row versions a full compaction must keep, given the protected times.
+
+A data version (pk, a) superseded at b (the key's next event after it) is
+needed iff some protected time p has a <= p < b; a version never superseded
+is needed by "now". A tombstone at d is needed iff a version of its key older
+than d is still kept; with nothing older left it hides nothing at any time.
+The decision is made over every event of the table at once (all objects,
+both kinds, every schema), because a version in one object can be superseded
+by an event in another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tenants.mvcc import IS_DATA
+from tenants.objects import ObjectKind
+from tenants.protection import Protection
+from tenants.schema import TS, TableSchema
+
+NEVER = np.iinfo(np.int64).max
+_SRC = "__src"
+_ROW = "__row"
+
+
+def keep_masks(
+    objects: Sequence[tuple[ObjectKind, pa.Table]], schema: TableSchema, protection: Protection
+) -> list[np.ndarray]:
+    """One boolean mask per object: which of its rows a full compaction keeps."""
+    key_schema = schema.key_arrow()
+    pk = list(schema.primary_key)
+    parts = []
+    for index, (kind, rows) in enumerate(objects):
+        n = rows.num_rows
+        columns = [rows.column(f.name).cast(f.type) for f in key_schema]
+        columns += [
+            rows.column(TS).cast(pa.int64()),
+            pa.array(np.full(n, kind == "data")),
+            pa.array(np.full(n, index, dtype=np.int64)),
+            pa.array(np.arange(n, dtype=np.int64)),
+        ]
+        parts.append(pa.Table.from_arrays(columns, names=pk + [TS, IS_DATA, _SRC, _ROW]))
+    if not parts:
+        return []
+    events = pa.concat_tables(parts)
+    order = [(k, "ascending") for k in pk] + [(TS, "ascending"), (IS_DATA, "ascending")]
+    events = events.sort_by(order)
+    n = events.num_rows
+    same_as_next = _same_key_as_next(events, pk)
+    ts = events.column(TS).to_numpy()
+    is_data = events.column(IS_DATA).to_numpy(zero_copy_only=False)
+    next_ts = np.full(n, NEVER, dtype=np.int64)
+    next_ts[:-1] = np.where(same_as_next, ts[1:], NEVER)
+    keep = np.where(is_data, protection.needed(ts, next_ts), False)
+
+    # Kept data versions strictly before each row, within its key.
+    kept_data = (keep & is_data).astype(np.int64)
+    before = np.cumsum(kept_data) - kept_data
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = ~same_as_next
+    key_index = np.cumsum(starts) - 1
+    before_in_key = before - before[np.flatnonzero(starts)][key_index]
+    keep = np.where(is_data, keep, before_in_key > 0)
+
+    masks = [np.zeros(rows.num_rows, dtype=bool) for _, rows in objects]
+    src = events.column(_SRC).to_numpy()
+    row = events.column(_ROW).to_numpy()
+    for index, mask in enumerate(masks):
+        mine = src == index
+        mask[row[mine]] = keep[mine]
+    return masks
+
+
+def _same_key_as_next(events: pa.Table, pk: list[str]) -> np.ndarray:
+    n = events.num_rows
+    same = np.ones(max(n - 1, 0), dtype=bool)
+    for key in pk:
+        column = events.column(key).combine_chunks()
+        equal = pc.equal(column.slice(0, n - 1), column.slice(1))
+        same &= equal.to_numpy(zero_copy_only=False)
+    return same

@@ -1,0 +1,140 @@
+"""Scheduled snapshots: a per-tenant schedule, and a tick that applies it.
+
+A schedule is a first time of day (UTC), an interval, and retention by age
+and/or by count. Due times are ``midnight + first + k * interval`` on the
+epoch's grid. ``tick`` creates the snapshot for the latest due time that has
+none (named ``<prefix>-<due time>``, so a second tick finds it and does
+nothing) and expires scheduled snapshots past their retention. Missed
+periods are not back-filled: like Paimon's automatic tags, a late tick
+records the newest period only. A scheduled snapshot takes its due time as
+ts when that time is still protected, else the tick's own commit ts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tenants.catalog import Tx
+from tenants.errors import InvalidArgument
+from tenants.protection import protection, wall_now
+from tenants.snapshots import SnapshotRecord, create_snapshot, list_snapshots, snapshot_name
+from tenants.tenancy import TenantRecord
+from tenants.times import US
+
+_TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
+
+
+def parse_time_of_day(text: str) -> int:
+    """``HH:MM[:SS]`` (UTC) → µs after midnight."""
+    match = _TIME_OF_DAY.fullmatch(text.strip())
+    if not match:
+        raise InvalidArgument(f"invalid time of day {text!r}: use HH:MM or HH:MM:SS (UTC)")
+    hours, minutes, seconds = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    if hours > 23 or minutes > 59 or seconds > 59:
+        raise InvalidArgument(f"invalid time of day {text!r}: out of range")
+    return (hours * 3600 + minutes * 60 + seconds) * US["s"]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    first_at_us: int
+    interval_us: int
+    retain_age_us: int | None
+    retain_count: int | None
+    name_prefix: str
+
+    def latest_due(self, now: int) -> int | None:
+        if now < self.first_at_us:
+            return None
+        return self.first_at_us + (now - self.first_at_us) // self.interval_us * self.interval_us
+
+    def name_for(self, due: int) -> str:
+        stamp = datetime.fromtimestamp(due / 1_000_000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
+        return f"{self.name_prefix}-{stamp}"
+
+
+@dataclass(frozen=True)
+class TickResult:
+    tenant: str
+    created: tuple[SnapshotRecord, ...]
+    expired: tuple[SnapshotRecord, ...]
+
+
+def set_schedule(
+    tx: Tx,
+    tenant: TenantRecord,
+    *,
+    first_at_us: int,
+    interval_us: int,
+    retain_age_us: int | None = None,
+    retain_count: int | None = None,
+    name_prefix: str = "auto",
+) -> Schedule:
+    if interval_us <= 0:
+        raise InvalidArgument("the snapshot interval must be longer than zero")
+    if retain_count is not None and retain_count < 1:
+        raise InvalidArgument(f"retain count must be at least 1, got {retain_count}")
+    if not 0 <= first_at_us < US["d"]:
+        raise InvalidArgument("the first snapshot time must be a time of day")
+    snapshot_name(f"{name_prefix}-20260101T000000Z")
+    tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
+    tx.execute(
+        "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
+        "retain_count, name_prefix) VALUES (?, ?, ?, ?, ?, ?)",
+        (tenant.id, first_at_us, interval_us, retain_age_us, retain_count, name_prefix),
+    )
+    return Schedule(first_at_us, interval_us, retain_age_us, retain_count, name_prefix)
+
+
+def get_schedule(tx: Tx, tenant: TenantRecord) -> Schedule | None:
+    row = tx.one("SELECT * FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
+    if row is None:
+        return None
+    return Schedule(
+        row["first_at_us"],
+        row["interval_us"],
+        row["retain_age_us"],
+        row["retain_count"],
+        row["name_prefix"],
+    )
+
+
+def clear_schedule(tx: Tx, tenant: TenantRecord) -> None:
+    tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
+
+
+def tick(tx: Tx, tenant: TenantRecord) -> TickResult:
+    """Create the due scheduled snapshot and expire old ones. Idempotent."""
+    schedule = get_schedule(tx, tenant)
+    if schedule is None:
+        return TickResult(tenant.name, (), ())
+    now = wall_now(tx)
+    created: list[SnapshotRecord] = []
+    due = schedule.latest_due(now)
+    if due is not None:
+        name = schedule.name_for(due)
+        existing = {s.name for s in list_snapshots(tx, tenant)}
+        if name not in existing:
+            at = due if protection(tx, tenant).covers(due) else None
+            expires = due + schedule.retain_age_us if schedule.retain_age_us else None
+            created.append(
+                create_snapshot(tx, tenant, name, at=at, kind="scheduled", expires_at=expires)
+            )
+    expired = _expire(tx, tenant, schedule, now)
+    return TickResult(tenant.name, tuple(created), tuple(expired))
+
+
+def _expire(tx: Tx, tenant: TenantRecord, schedule: Schedule, now: int) -> list[SnapshotRecord]:
+    scheduled = [s for s in list_snapshots(tx, tenant) if s.kind == "scheduled"]
+    newest_first = sorted(scheduled, key=lambda s: (s.ts, s.name), reverse=True)
+    doomed: list[SnapshotRecord] = []
+    for rank, snap in enumerate(newest_first):
+        too_old = schedule.retain_age_us is not None and snap.ts < now - schedule.retain_age_us
+        too_many = schedule.retain_count is not None and rank >= schedule.retain_count
+        if too_old or too_many:
+            doomed.append(snap)
+    for snap in doomed:
+        tx.execute("DELETE FROM snapshots WHERE tenant_id = ? AND name = ?", (tenant.id, snap.name))
+    return doomed
