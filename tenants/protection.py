@@ -107,7 +107,8 @@ def wall_now(tx: Tx) -> int:
 
 
 def protection(tx: Tx, tenant: TenantRecord) -> Protection:
-    now = wall_now(tx)
+    # A dropped tenant changes no more: its "now" is the moment it was dropped.
+    now = tenant.dropped_ts if tenant.dropped_ts is not None else wall_now(tx)
     snapshots = tuple(
         (int(r["ts"]), str(r["name"]))
         for r in tx.all(

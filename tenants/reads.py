@@ -14,12 +14,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tenants.catalog import Catalog
+from tenants.lineage import resolve_point
 from tenants.mvcc import project, resolve
 from tenants.object_io import read_object
 from tenants.objects import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
-from tenants.protection import protection
-from tenants.snapshots import resolve_time
 from tenants.tenancy import TableRecord, TenantRecord, find_table, find_tenant
 
 READ_THREADS = 8
@@ -43,6 +42,8 @@ def plan_read(
     """Resolve tenant, table, schema and objects for a read at ``as_of`` (default now).
 
     ``as_of`` is a ts, or text: a snapshot name, an ISO-8601 instant or a ts.
+    A tenant name's history follows its lineage: after a restore, times before
+    it read the retired tenant that held the name then (tenants.lineage).
 
     Raises:
         UnprotectedTime: ``as_of`` is not protected; its history may be gone.
@@ -52,8 +53,7 @@ def plan_read(
         if as_of is None:
             ts = tx.last_ts()
         else:
-            ts = resolve_time(tx, tenant_rec, as_of) if isinstance(as_of, str) else as_of
-            protection(tx, tenant_rec).require(ts)
+            tenant_rec, ts, _ = resolve_point(tx, tenant_rec, as_of)
         table_rec = find_table(tx, tenant_rec, database, table, ts)
         objects = tuple(o for o in live_objects(tx, table_rec.id) if o.min_ts <= ts)
     return ReadPlan(tenant_rec, table_rec, ts, objects)

@@ -44,6 +44,7 @@ from tenants.tenancy import (
     find_tenant,
     list_tenants,
     tables_at,
+    undrop_tenant,
 )
 from tenants.tenancy import create_tenant as _create_tenant
 from tenants.times import parse_instant
@@ -132,6 +133,10 @@ class TableStore:
         ts = resolve_time(tx, tenant, as_of) if isinstance(as_of, str) else as_of
         protection(tx, tenant).require(ts)
         return ts
+
+    def undrop_tenant(self, ref: str, new_name: str | None = None) -> TenantRecord:
+        with self.catalog.transaction() as tx:
+            return undrop_tenant(tx, ref, new_name)
 
     def resolve_time(self, tenant: str, as_of: int | str) -> int:
         """A snapshot name, ISO instant or ts as a protected ts of ``tenant``."""

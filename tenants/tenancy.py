@@ -22,6 +22,9 @@ from tenants.schema import Column, TableSchema
 TenantState = Literal["active", "dropped"]
 
 
+DEFAULT_RETENTION_US = 7 * 86_400_000_000
+
+
 def new_id() -> str:
     return uuid.uuid4().hex
 
@@ -34,6 +37,10 @@ class TenantRecord:
     created_ts: int
     dropped_ts: int | None
     last_change_ts: int
+    source_tenant_id: str | None = None
+    source_ts: int | None = None
+    restore_job_id: str | None = None
+    retain_until: int | None = None
 
     @property
     def ref(self) -> str:
@@ -49,6 +56,10 @@ class TenantRecord:
             row["created_ts"],
             row["dropped_ts"],
             row["last_change_ts"] if row["last_change_ts"] is not None else row["created_ts"],
+            row.get("source_tenant_id"),
+            row.get("source_ts"),
+            row.get("restore_job_id"),
+            row.get("retain_until"),
         )
 
 
@@ -144,14 +155,49 @@ def touch_tenant(tx: Tx, tenant_id: str, ts: int) -> None:
     tx.execute("UPDATE tenants SET last_change_ts = ? WHERE id = ?", (ts, tenant_id))
 
 
-def drop_tenant(tx: Tx, ref: str) -> TenantRecord:
+def drop_tenant(tx: Tx, ref: str, *, retention_us: int = DEFAULT_RETENTION_US) -> TenantRecord:
+    """Retire a tenant: no more writes; its data is kept until ``retain_until``.
+
+    Like Snowflake's UNDROP window, a dropped tenant can be brought back (see
+    ``undrop_tenant``) and restored from until its retention ends.
+    """
     tenant = active_tenant(tx, ref)
     ts = tx.commit_ts()
-    tx.execute(
-        "UPDATE tenants SET state = 'dropped', dropped_ts = ? WHERE id = ? AND state = 'active'",
-        (ts, tenant.id),
+    retire_tenant(tx, tenant, ts, retention_us)
+    return tenant_by_id(tx, tenant.id)
+
+
+def retire_tenant(tx: Tx, tenant: TenantRecord, ts: int, retention_us: int) -> None:
+    changed = tx.execute(
+        "UPDATE tenants SET state = 'dropped', dropped_ts = ?, retain_until = ? "
+        "WHERE id = ? AND state = 'active'",
+        (ts, ts + retention_us, tenant.id),
     )
-    return TenantRecord(tenant.id, tenant.name, "dropped", tenant.created_ts, ts, ts)
+    if changed != 1:
+        raise TenantDropped(f"tenant {tenant.ref} was dropped meanwhile")
+
+
+def undrop_tenant(tx: Tx, ref: str, new_name: str | None = None) -> TenantRecord:
+    """Bring a dropped tenant back, under its name or ``new_name``."""
+    tenant = find_tenant(tx, ref)
+    if tenant.state != "dropped":
+        raise InvalidArgument(f"tenant {tenant.ref} is not dropped")
+    name = tenant_name(new_name or tenant.name)
+    ts = tx.commit_ts()
+    if tenant.retain_until is not None and tenant.retain_until < ts:
+        raise NotFound(f"tenant {tenant.ref} is past its retention and may be purged")
+    holder = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
+    if holder:
+        raise AlreadyExists(
+            f"the name {name!r} belongs to the active tenant {name}@{holder['id']}; "
+            "undrop under another name (--as NEW) or drop that tenant first"
+        )
+    tx.execute(
+        "UPDATE tenants SET state = 'active', name = ?, dropped_ts = NULL, retain_until = NULL "
+        "WHERE id = ?",
+        (name, tenant.id),
+    )
+    return tenant_by_id(tx, tenant.id)
 
 
 def _live_at(alias: str) -> str:

@@ -104,6 +104,47 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 since_ts BIGINT NOT NULL)""",
         ],
     ),
+    (
+        "restore jobs, their tasks and pins, tenant lineage and retention",
+        [
+            "ALTER TABLE tenants ADD COLUMN source_tenant_id VARCHAR(32)",
+            "ALTER TABLE tenants ADD COLUMN source_ts BIGINT",
+            "ALTER TABLE tenants ADD COLUMN restore_job_id VARCHAR(32)",
+            "ALTER TABLE tenants ADD COLUMN retain_until BIGINT",
+            """CREATE TABLE restore_jobs (
+                id VARCHAR(32) PRIMARY KEY,
+                lock_name VARCHAR(63) NOT NULL,
+                source_tenant_id VARCHAR(32) NOT NULL REFERENCES tenants (id),
+                replaced_tenant_id VARCHAR(32),
+                new_tenant_id VARCHAR(32) NOT NULL,
+                target_name VARCHAR(63) NOT NULL,
+                at_ts BIGINT NOT NULL,
+                mode VARCHAR(16) NOT NULL CHECK (mode IN ('in_place', 'clone')),
+                method VARCHAR(16) NOT NULL,
+                state VARCHAR(16) NOT NULL CHECK (state IN ('planned', 'rewriting',
+                    'verifying', 'installing', 'done', 'failed', 'cancelled')),
+                executor VARCHAR(16) NOT NULL,
+                verify VARCHAR(16) NOT NULL,
+                plan_json TEXT NOT NULL,
+                error TEXT,
+                created_ts BIGINT NOT NULL,
+                updated_ts BIGINT NOT NULL,
+                installed_ts BIGINT)""",
+            """CREATE UNIQUE INDEX restore_jobs_one_per_tenant ON restore_jobs (lock_name)
+                WHERE state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')""",
+            """CREATE TABLE restore_tasks (
+                job_id VARCHAR(32) NOT NULL REFERENCES restore_jobs (id),
+                task_id VARCHAR(32) NOT NULL,
+                state VARCHAR(16) NOT NULL CHECK (state IN ('pending', 'done')),
+                result_json TEXT,
+                PRIMARY KEY (job_id, task_id))""",
+            """CREATE TABLE job_pins (
+                job_id VARCHAR(32) NOT NULL,
+                object_id VARCHAR(32) NOT NULL,
+                PRIMARY KEY (job_id, object_id))""",
+            "CREATE INDEX job_pins_object ON job_pins (object_id)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

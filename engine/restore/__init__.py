@@ -1,0 +1,1 @@
+"""Physical restore: plan → rewrite → verify → install, journaled as a job."""

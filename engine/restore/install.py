@@ -1,0 +1,142 @@
+"""Install: one catalog transaction makes the restored tenant real.
+
+Before this commit nothing visible has changed: the source stays readable
+and writable. In the commit: the new tenant (with the DDL as of S, membership
+of reused and rewritten objects, carried snapshots, PITR and schedule
+settings, and lineage) appears; for an in-place restore the current holder
+of the name is retired (kept for the retention period, undoable) and the
+name passes to the new tenant; the job becomes done and its pins go. After
+the commit, a write addressed to the retired tenant id fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from engine.restore.journal import release_pins, transition
+from engine.restore.plan import RestorePlan
+from engine.restore.rewrite import RewriteResult
+from engine.restore.verify import installed_objects
+from tenants.catalog import Catalog, Tx
+from tenants.errors import ConcurrentModification
+from tenants.objects import add_member, insert_object
+from tenants.tenancy import (
+    DEFAULT_RETENTION_US,
+    TenantRecord,
+    retire_tenant,
+    tenant_by_id,
+)
+
+
+def install(
+    catalog: Catalog,
+    plan: RestorePlan,
+    results: Sequence[RewriteResult],
+    *,
+    retention_us: int = DEFAULT_RETENTION_US,
+) -> TenantRecord:
+    with catalog.transaction() as tx:
+        transition(tx, plan.job_id, "done", expect=("installing",))
+        ts = tx.commit_ts()
+        if plan.replaced_tenant_id is not None:
+            replaced = tenant_by_id(tx, plan.replaced_tenant_id)
+            if replaced.state != "active" or replaced.name != plan.target_name:
+                raise ConcurrentModification(
+                    f"restore job {plan.job_id}: tenant {replaced.ref} is no longer the active "
+                    f"holder of {plan.target_name!r}; cancel the job and plan again"
+                )
+            retire_tenant(tx, replaced, ts, retention_us)
+        elif tx.one(
+            "SELECT id FROM tenants WHERE name = ? AND state = 'active'", (plan.target_name,)
+        ):
+            raise ConcurrentModification(
+                f"restore job {plan.job_id}: the name {plan.target_name!r} was taken meanwhile; "
+                "cancel the job and restore --to another name"
+            )
+        _create_tenant(tx, plan, ts)
+        _create_tables(tx, plan)
+        _install_objects(tx, plan, results, ts)
+        _carry_settings(tx, plan, ts)
+        release_pins(tx, plan.job_id)
+        tx.execute("UPDATE restore_jobs SET installed_ts = ? WHERE id = ?", (ts, plan.job_id))
+        return tenant_by_id(tx, plan.new_tenant_id)
+
+
+def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:
+    tx.execute(
+        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts, source_tenant_id, "
+        "source_ts, restore_job_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?)",
+        (plan.new_tenant_id, plan.target_name, ts, ts, plan.source.id, plan.at_ts, plan.job_id),
+    )
+
+
+def _create_tables(tx: Tx, plan: RestorePlan) -> None:
+    for name, (db_id, created_ts) in plan.databases.items():
+        tx.execute(
+            "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
+            (db_id, plan.new_tenant_id, name, created_ts),
+        )
+    for table in plan.tables:
+        tx.execute(
+            "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, dropped_ts) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                table.new_table_id,
+                plan.new_tenant_id,
+                plan.databases[table.database][0],
+                table.name,
+                table.created_ts,
+                table.dropped_ts,
+            ),
+        )
+        tx.executemany(
+            "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, "
+            "fingerprint) VALUES (?, ?, ?, ?, ?)",
+            [
+                (
+                    table.new_table_id,
+                    v.valid_from_ts,
+                    v.columns_json,
+                    v.primary_key_json,
+                    v.fingerprint,
+                )
+                for v in table.schema_versions
+            ],
+        )
+
+
+def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:
+    rewritten = {r.output.id for r in results}
+    for table_id, records in installed_objects(plan, results).items():
+        for record in records:
+            if record.id in rewritten:
+                insert_object(tx, replace(record, created_ts=ts))
+            add_member(tx, table_id, record.id, ts)
+
+
+def _carry_settings(tx: Tx, plan: RestorePlan, ts: int) -> None:
+    tx.executemany(
+        "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(plan.new_tenant_id, s.name, s.ts, s.kind, ts, s.expires_at) for s in plan.snapshots],
+    )
+    if plan.pitr_window_us is not None:
+        tx.execute(
+            "INSERT INTO pitr_windows (tenant_id, window_us, since_ts) VALUES (?, ?, ?)",
+            (plan.new_tenant_id, plan.pitr_window_us, ts),
+        )
+    if plan.schedule is not None:
+        s = plan.schedule
+        tx.execute(
+            "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
+            "retain_count, name_prefix) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                plan.new_tenant_id,
+                s["first_at_us"],
+                s["interval_us"],
+                s["retain_age_us"],
+                s["retain_count"],
+                s["name_prefix"],
+            ),
+        )

@@ -1,0 +1,184 @@
+"""The restore job: plan → rewrite → verify → install, journaled and resumable.
+
+Reads as values handed along one line. Each step's outcome is journaled
+before the next starts; a crash anywhere leaves the source untouched (the
+restore only ever writes under the new tenant's prefix and, at the very end,
+one install transaction). ``resume_restore`` picks up from the journal,
+skipping finished tasks; ``cancel_restore`` removes the job's outputs and pins.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.executors import choose_executor
+from engine.restore.install import install
+from engine.restore.journal import (
+    ACTIVE_STATES,
+    JobRecord,
+    error_json,
+    finished_results,
+    load_job,
+    record_result,
+    release_pins,
+    set_state,
+    start_job,
+    transition,
+)
+from engine.restore.plan import RestorePlan, plan_restore
+from engine.restore.rewrite import RewriteResult
+from engine.restore.verify import check_level, verify_full, verify_objects, verify_rewrites
+from tenants.errors import InvalidArgument, RewindError
+from tenants.store import TableStore
+from tenants.tenancy import TenantRecord
+
+log = logging.getLogger(__name__)
+Progress = Callable[[RewriteResult], None]
+
+
+@dataclass(frozen=True)
+class RestoreOutcome:
+    job_id: str
+    plan: RestorePlan
+    tenant: TenantRecord
+    executor: str
+    rewritten: int
+    bytes_written: int
+    objects_verified: int
+    prefixes_listed: int
+    tables_compared: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def restore_tenant(
+    store: TableStore,
+    tenant: str,
+    point: str | int,
+    *,
+    to: str | None = None,
+    executor: str = "auto",
+    verify: str = "objects",
+    progress: Progress | None = None,
+) -> RestoreOutcome:
+    """Restore ``tenant`` to ``point`` (snapshot name, ISO instant or ts).
+
+    Raises:
+        NotFound, UnprotectedTime, AlreadyExists: bad input; nothing changed.
+        RestoreInProgress: the tenant already has an unfinished restore job.
+        RewindError: a step failed; the job is ``failed`` and resumable.
+    """
+    check_level(verify)
+    started = time.perf_counter()
+    plan = plan_restore(store.catalog, tenant, point, to=to)
+    planned = time.perf_counter() - started
+    executor_name = choose_executor(executor, plan.totals()["rewrite"][1]).name
+    job = start_job(store.catalog, plan, executor=executor_name, verify=verify)
+    log.info(
+        "tenant %s: restore job %s to %s (ts %d) planned: %s",
+        plan.source.ref,
+        job.id,
+        plan.at_label,
+        plan.at_ts,
+        plan.totals(),
+    )
+    return _run(store, job, progress, {"plan": planned})
+
+
+def resume_restore(
+    store: TableStore, job_id: str, *, progress: Progress | None = None
+) -> RestoreOutcome:
+    job = load_job(store.catalog, job_id)
+    if job.state in ("done", "cancelled"):
+        raise InvalidArgument(f"restore job {job_id} is {job.state}; there is nothing to resume")
+    return _run(store, job, progress, {})
+
+
+def cancel_restore(store: TableStore, job_id: str) -> JobRecord:
+    """Remove a job's outputs and pins; the source was never touched."""
+    job = load_job(store.catalog, job_id)
+    if job.state in ("done", "cancelled"):
+        raise InvalidArgument(f"restore job {job_id} is {job.state}; it cannot be cancelled")
+    prefix = f"tenants/{job.plan.new_tenant_id}/"
+    store.objects.delete_many(info.key for info in store.objects.list(prefix))
+    with store.catalog.transaction() as tx:
+        transition(
+            tx,
+            job_id,
+            "cancelled",
+            expect=("planned", "rewriting", "verifying", "installing", "failed"),
+        )
+        release_pins(tx, job_id)
+    log.info("restore job %s of tenant %s cancelled", job_id, job.plan.source.ref)
+    return load_job(store.catalog, job_id)
+
+
+def _run(
+    store: TableStore, job: JobRecord, progress: Progress | None, seconds: dict[str, float]
+) -> RestoreOutcome:
+    plan = job.plan
+    catalog = store.catalog
+    try:
+        clock = time.perf_counter()
+        set_state(catalog, job.id, "rewriting", expect=ACTIVE_STATES)
+        results = finished_results(catalog, job.id)
+        done = {r.task_id for r in results}
+        pending = [t for t in plan.tasks if t.task_id not in done]
+        executor = choose_executor(job.executor, sum(t.input.bytes for t in pending))
+
+        def on_result(result: RewriteResult) -> None:
+            record_result(catalog, job.id, result)
+            if progress:
+                progress(result)
+
+        results += executor.rewrite(store.objects, pending, on_result)
+        seconds["rewrite"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        set_state(catalog, job.id, "verifying", expect=("rewriting",))
+        checked = prefixes = compared = 0
+        if job.verify != "none":
+            checked, prefixes = verify_objects(store.objects, plan, results)
+            verify_rewrites(store.objects, plan, results)
+        if job.verify == "full":
+            compared = verify_full(catalog, store.objects, plan, results)
+        seconds["verify"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        set_state(catalog, job.id, "installing", expect=("verifying",))
+        tenant = install(catalog, plan, results)
+        seconds["install"] = time.perf_counter() - clock
+    except RewindError as e:
+        _fail(store, job, e)
+        raise type(e)(
+            f"{e} — restore job {job.id} failed; resume with "
+            f"`rewind restore-tenant {plan.source.name} --resume {job.id}` or cancel with `--cancel {job.id}`"
+        ) from e
+    log.info("tenant %s: restore job %s installed as %s", plan.source.ref, job.id, tenant.ref)
+    return RestoreOutcome(
+        job_id=job.id,
+        plan=plan,
+        tenant=tenant,
+        executor=executor.name,
+        rewritten=len(results),
+        bytes_written=sum(r.output.bytes for r in results),
+        objects_verified=checked,
+        prefixes_listed=prefixes,
+        tables_compared=compared,
+        seconds=seconds,
+    )
+
+
+def _fail(store: TableStore, job: JobRecord, error: BaseException) -> None:
+    try:
+        set_state(
+            store.catalog,
+            job.id,
+            "failed",
+            expect=("planned", "rewriting", "verifying", "installing", "failed"),
+            error=error_json(error),
+        )
+    except RewindError:
+        log.exception("restore job %s: could not record its failure", job.id)

@@ -1,0 +1,196 @@
+"""The restore journal: jobs, their tasks and pins, in the catalog.
+
+A job moves planned → rewriting → verifying → installing → done, or to
+failed (resumable) or cancelled. Every transition and every finished task is
+its own small transaction, so after a crash the journal says exactly what
+is left. While a job is not done or cancelled it holds its tenant name (one
+restore per tenant) and pins every object it reads or installs, so GC cannot
+remove them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from engine.restore.plan import RestorePlan
+from engine.restore.rewrite import RewriteResult
+from tenants.catalog import Catalog, Row, Tx
+from tenants.errors import InvalidArgument, NotFound, RewindError
+from tenants.times import format_ts
+
+JobState = Literal["planned", "rewriting", "verifying", "installing", "done", "failed", "cancelled"]
+ACTIVE_STATES: tuple[JobState, ...] = ("planned", "rewriting", "verifying", "installing", "failed")
+
+
+class RestoreInProgress(RewindError):
+    """Another restore of the same tenant is not finished."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    state: JobState
+    plan: RestorePlan
+    executor: str
+    verify: str
+    error: str | None
+    created_ts: int
+    updated_ts: int
+    installed_ts: int | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> JobRecord:
+        return cls(
+            row["id"],
+            row["state"],
+            RestorePlan.from_json(row["plan_json"]),
+            row["executor"],
+            row["verify"],
+            row["error"],
+            row["created_ts"],
+            row["updated_ts"],
+            row["installed_ts"],
+        )
+
+
+def _running(tx: Tx, name: str) -> Row | None:
+    placeholders = ", ".join("?" for _ in ACTIVE_STATES)
+    return tx.one(
+        f"SELECT id, state, created_ts FROM restore_jobs WHERE lock_name = ? AND state IN ({placeholders})",
+        (name, *ACTIVE_STATES),
+    )
+
+
+def start_job(catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str) -> JobRecord:
+    """Journal the plan, its tasks and pins in one transaction; take the tenant lock."""
+    with catalog.transaction() as tx:
+        for name in {plan.target_name, plan.source.name}:
+            running = _running(tx, name)
+            if running:
+                raise RestoreInProgress(
+                    f"tenant {name!r} already has restore job {running['id']} ({running['state']}, "
+                    f"started {format_ts(running['created_ts'])}); finish it with "
+                    f"`rewind restore-tenant {name} --resume {running['id']}` or "
+                    f"`--cancel {running['id']}`"
+                )
+        ts = tx.commit_ts()
+        tx.execute(
+            "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
+            "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, plan_json, "
+            "created_ts, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'physical', 'planned', ?, ?, ?, ?, ?)",
+            (
+                plan.job_id,
+                plan.target_name,
+                plan.source.id,
+                plan.replaced_tenant_id,
+                plan.new_tenant_id,
+                plan.target_name,
+                plan.at_ts,
+                plan.mode,
+                executor,
+                verify,
+                plan.to_json(),
+                ts,
+                ts,
+            ),
+        )
+        tx.executemany(
+            "INSERT INTO restore_tasks (job_id, task_id, state) VALUES (?, ?, 'pending')",
+            [(plan.job_id, t.task_id) for t in plan.tasks],
+        )
+        tx.executemany(
+            "INSERT INTO job_pins (job_id, object_id) VALUES (?, ?)",
+            sorted({(plan.job_id, o.id) for o in plan.used_objects()}),
+        )
+        return load_job_tx(tx, plan.job_id)
+
+
+def load_job_tx(tx: Tx, job_id: str) -> JobRecord:
+    row = tx.one("SELECT * FROM restore_jobs WHERE id = ?", (job_id,))
+    if row is None:
+        raise NotFound(f"restore job {job_id!r} does not exist; see `rewind history TENANT`")
+    return JobRecord.from_row(row)
+
+
+def load_job(catalog: Catalog, job_id: str) -> JobRecord:
+    with catalog.snapshot() as tx:
+        return load_job_tx(tx, job_id)
+
+
+def finished_results(catalog: Catalog, job_id: str) -> list[RewriteResult]:
+    with catalog.snapshot() as tx:
+        rows = tx.all(
+            "SELECT result_json FROM restore_tasks WHERE job_id = ? AND state = 'done' ORDER BY task_id",
+            (job_id,),
+        )
+    return [RewriteResult.from_json(r["result_json"]) for r in rows]
+
+
+def record_result(catalog: Catalog, job_id: str, result: RewriteResult) -> None:
+    with catalog.transaction() as tx:
+        tx.execute(
+            "UPDATE restore_tasks SET state = 'done', result_json = ? WHERE job_id = ? AND task_id = ?",
+            (result.to_json(), job_id, result.task_id),
+        )
+
+
+def set_state(
+    catalog: Catalog,
+    job_id: str,
+    state: JobState,
+    *,
+    expect: tuple[JobState, ...],
+    error: str | None = None,
+) -> None:
+    """Move the job to ``state`` iff it is in one of ``expect`` (compare-and-swap)."""
+    with catalog.transaction() as tx:
+        transition(tx, job_id, state, expect=expect, error=error)
+
+
+def transition(
+    tx: Tx, job_id: str, state: JobState, *, expect: tuple[JobState, ...], error: str | None = None
+) -> None:
+    placeholders = ", ".join("?" for _ in expect)
+    changed = tx.execute(
+        f"UPDATE restore_jobs SET state = ?, error = ?, updated_ts = ? "
+        f"WHERE id = ? AND state IN ({placeholders})",
+        (state, error, tx.catalog.clock(), job_id, *expect),
+    )
+    if changed != 1:
+        current = tx.scalar("SELECT state FROM restore_jobs WHERE id = ?", (job_id,))
+        if current is None:
+            raise NotFound(f"restore job {job_id!r} does not exist")
+        raise InvalidArgument(
+            f"restore job {job_id} is {current}; it cannot move to {state} "
+            f"(only from {', '.join(expect)})"
+        )
+
+
+def release_pins(tx: Tx, job_id: str) -> None:
+    tx.execute("DELETE FROM job_pins WHERE job_id = ?", (job_id,))
+
+
+def jobs_of(catalog: Catalog, names: list[str], tenant_ids: list[str]) -> list[JobRecord]:
+    """Jobs that targeted any of ``names`` or read any of ``tenant_ids``, oldest first."""
+    with catalog.snapshot() as tx:
+        rows = tx.all("SELECT * FROM restore_jobs ORDER BY created_ts")
+    return [
+        JobRecord.from_row(r)
+        for r in rows
+        if r["target_name"] in names or r["source_tenant_id"] in tenant_ids
+    ]
+
+
+def task_counts(catalog: Catalog, job_id: str) -> dict[str, int]:
+    with catalog.snapshot() as tx:
+        rows = tx.all(
+            "SELECT state, COUNT(*) AS n FROM restore_tasks WHERE job_id = ? GROUP BY state",
+            (job_id,),
+        )
+    return {r["state"]: int(r["n"]) for r in rows}
+
+
+def error_json(error: BaseException) -> str:
+    return json.dumps({"type": type(error).__name__, "message": str(error)})

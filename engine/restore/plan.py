@@ -1,0 +1,315 @@
+"""The restore planner: classify every object of the tenant against the point S.
+
+Planning reads only the catalog. Per table that existed at S (and per table
+that a carried snapshot still needs), each live member object is:
+
+- ``reuse``   when max_ts <= S: every row is inside the snapshot, zero copy;
+- ``skip``    when min_ts > S: every row is after it;
+- ``rewrite`` otherwise: it straddles S, and a task keeps its rows <= S.
+
+Every object's schema fingerprint must be one of its table's schema versions,
+or the plan fails before anything is written. The plan is a value: it
+serialises to JSON (and is journaled with the job), prints as a table, and
+derives the rewrite tasks with deterministic output keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from tenants.catalog import Catalog, Tx
+from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
+from tenants.lineage import resolve_point
+from tenants.names import tenant_name
+from tenants.objects import ObjectRecord, live_objects, object_key
+from tenants.pitr import get_pitr
+from tenants.schedules import get_schedule
+from tenants.snapshots import list_snapshots
+from tenants.tenancy import TenantRecord, find_tenant, new_id
+
+Action = Literal["reuse", "rewrite", "skip"]
+Mode = Literal["in_place", "clone"]
+ACTIONS: tuple[Action, ...] = ("reuse", "rewrite", "skip")
+
+
+@dataclass(frozen=True)
+class SchemaVersionPlan:
+    valid_from_ts: int
+    columns_json: str
+    primary_key_json: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class ObjectAction:
+    action: Action
+    object: ObjectRecord
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    source_table_id: str
+    new_table_id: str
+    database: str
+    name: str
+    created_ts: int
+    dropped_ts: int | None
+    primary_key: tuple[str, ...]
+    schema_versions: tuple[SchemaVersionPlan, ...]
+    objects: tuple[ObjectAction, ...]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    def totals(self) -> dict[Action, tuple[int, int]]:
+        """(objects, bytes) per action."""
+        out: dict[Action, tuple[int, int]] = {a: (0, 0) for a in ACTIONS}
+        for item in self.objects:
+            count, size = out[item.action]
+            out[item.action] = (count + 1, size + item.object.bytes)
+        return out
+
+
+@dataclass(frozen=True)
+class RewriteTask:
+    """Keep an object's rows with ``__ts <= as_of``, sorted, under the new tenant."""
+
+    task_id: str
+    job_id: str
+    input: ObjectRecord
+    primary_key: tuple[str, ...]
+    as_of: int
+    out_tenant_id: str
+    out_table_id: str
+
+    @property
+    def out_object_id(self) -> str:
+        """Derived from (job, input): a retried task overwrites its own output."""
+        return hashlib.sha256(f"{self.job_id}/{self.input.id}".encode()).hexdigest()[:32]
+
+    @property
+    def out_key(self) -> str:
+        return object_key(
+            self.out_tenant_id, self.out_table_id, self.input.kind, self.out_object_id
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotPlan:
+    name: str
+    ts: int
+    kind: str
+    expires_at: int | None
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    job_id: str
+    source: TenantRecord
+    replaced_tenant_id: str | None
+    target_name: str
+    mode: Mode
+    at_ts: int
+    at_label: str
+    new_tenant_id: str
+    databases: dict[str, tuple[str, int]]  # name -> (new id, created_ts)
+    tables: tuple[TablePlan, ...]
+    snapshots: tuple[SnapshotPlan, ...]
+    pitr_window_us: int | None
+    schedule: dict[str, Any] | None
+    tasks: tuple[RewriteTask, ...] = field(default=())
+
+    def totals(self) -> dict[Action, tuple[int, int]]:
+        out: dict[Action, tuple[int, int]] = {a: (0, 0) for a in ACTIONS}
+        for table in self.tables:
+            for action, (count, size) in table.totals().items():
+                out[action] = (out[action][0] + count, out[action][1] + size)
+        return out
+
+    def used_objects(self) -> list[ObjectRecord]:
+        """Objects the job reads or installs: pinned while it runs."""
+        return [o.object for t in self.tables for o in t.objects if o.action != "skip"]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RestorePlan:
+        raw = json.loads(text)
+        tables = tuple(
+            TablePlan(
+                **{
+                    **t,
+                    "primary_key": tuple(t["primary_key"]),
+                    "schema_versions": tuple(SchemaVersionPlan(**v) for v in t["schema_versions"]),
+                    "objects": tuple(
+                        ObjectAction(o["action"], ObjectRecord(**o["object"])) for o in t["objects"]
+                    ),
+                }
+            )
+            for t in raw["tables"]
+        )
+        tasks = tuple(
+            RewriteTask(
+                **{**k, "input": ObjectRecord(**k["input"]), "primary_key": tuple(k["primary_key"])}
+            )
+            for k in raw["tasks"]
+        )
+        return cls(
+            **{
+                **raw,
+                "source": TenantRecord(**raw["source"]),
+                "databases": {k: tuple(v) for k, v in raw["databases"].items()},
+                "tables": tables,
+                "snapshots": tuple(SnapshotPlan(**s) for s in raw["snapshots"]),
+                "tasks": tasks,
+            }
+        )
+
+
+def classify(record: ObjectRecord, at_ts: int) -> Action:
+    if record.max_ts <= at_ts:
+        return "reuse"
+    if record.min_ts > at_ts:
+        return "skip"
+    return "rewrite"
+
+
+def plan_restore(
+    catalog: Catalog,
+    tenant: str,
+    point: str | int,
+    *,
+    to: str | None = None,
+    job_id: str | None = None,
+) -> RestorePlan:
+    """Plan restoring ``tenant`` to ``point`` (snapshot name, instant or ts).
+
+    In place (``to=None``) the new tenant takes the name and the current one is
+    retired at install; with ``to`` the new tenant is a clone under that name.
+
+    Raises:
+        NotFound: unknown tenant or snapshot.
+        UnprotectedTime: the point is not protected.
+        AlreadyExists: ``to`` names an active tenant.
+        CorruptObject: an object's fingerprint is not a schema of its table.
+    """
+    job_id = job_id or new_id()
+    with catalog.snapshot() as tx:
+        current = find_tenant(tx, tenant)
+        source, at_ts, label = resolve_point(tx, current, point)
+        mode: Mode = "clone" if to is not None else "in_place"
+        if to is not None:
+            tenant_name(to)
+            if tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (to,)):
+                raise AlreadyExists(
+                    f"cannot restore into {to!r}: an active tenant has that name; "
+                    "choose another --to name, or restore in place"
+                )
+            target, replaced = to, None
+        else:
+            if current.state != "active":
+                raise TenantDropped(
+                    f"tenant {current.ref} is dropped; restore it as a clone with --to NEW, "
+                    "or bring it back with `rewind tenant undrop`"
+                )
+            target, replaced = current.name, current.id
+        snapshots = tuple(
+            SnapshotPlan(s.name, s.ts, s.kind, s.expires_at)
+            for s in list_snapshots(tx, source)
+            if s.ts <= at_ts
+        )
+        oldest_needed = min([at_ts] + [s.ts for s in snapshots])
+        tables, databases = _plan_tables(tx, source, at_ts, oldest_needed)
+        pitr = get_pitr(tx, source)
+        schedule = get_schedule(tx, source)
+    new_tenant_id = new_id()
+    plan = RestorePlan(
+        job_id=job_id,
+        source=source,
+        replaced_tenant_id=replaced,
+        target_name=target,
+        mode=mode,
+        at_ts=at_ts,
+        at_label=label,
+        new_tenant_id=new_tenant_id,
+        databases=databases,
+        tables=tables,
+        snapshots=snapshots,
+        pitr_window_us=pitr.window_us if pitr else None,
+        schedule=asdict(schedule) if schedule else None,
+    )
+    tasks = tuple(
+        RewriteTask(
+            task_id=item.object.id,
+            job_id=job_id,
+            input=item.object,
+            primary_key=table.primary_key,
+            as_of=at_ts,
+            out_tenant_id=new_tenant_id,
+            out_table_id=table.new_table_id,
+        )
+        for table in tables
+        for item in table.objects
+        if item.action == "rewrite"
+    )
+    return RestorePlan(**{**plan.__dict__, "tasks": tasks})
+
+
+def _plan_tables(
+    tx: Tx, source: TenantRecord, at_ts: int, oldest_needed: int
+) -> tuple[tuple[TablePlan, ...], dict[str, tuple[str, int]]]:
+    rows = tx.all(
+        "SELECT t.*, d.name AS database_name, d.created_ts AS database_created_ts "
+        "FROM tables t JOIN databases d ON d.id = t.database_id "
+        "WHERE t.tenant_id = ? AND t.created_ts <= ? "
+        "AND (t.dropped_ts IS NULL OR t.dropped_ts > ?) ORDER BY d.name, t.name, t.created_ts",
+        (source.id, at_ts, oldest_needed),
+    )
+    databases: dict[str, tuple[str, int]] = {}
+    tables = []
+    for row in rows:
+        databases.setdefault(row["database_name"], (new_id(), row["database_created_ts"]))
+        versions = tuple(
+            SchemaVersionPlan(
+                v["valid_from_ts"], v["columns_json"], v["primary_key_json"], v["fingerprint"]
+            )
+            for v in tx.all(
+                "SELECT * FROM schema_versions WHERE table_id = ? ORDER BY valid_from_ts",
+                (row["id"],),
+            )
+        )
+        known = {v.fingerprint for v in versions}
+        kept_versions = tuple(v for v in versions if v.valid_from_ts <= at_ts)
+        objects = []
+        for record in live_objects(tx, row["id"]):
+            if record.fingerprint not in known:
+                raise CorruptObject(
+                    f"object {record.key} of table {row['database_name']}.{row['name']} "
+                    f"(tenant {source.ref}) has schema fingerprint {record.fingerprint}, which is "
+                    "not a schema version of its table; the restore stops before writing anything"
+                )
+            objects.append(ObjectAction(classify(record, at_ts), record))
+        dropped = (
+            row["dropped_ts"]
+            if row["dropped_ts"] is not None and row["dropped_ts"] <= at_ts
+            else None
+        )
+        tables.append(
+            TablePlan(
+                source_table_id=row["id"],
+                new_table_id=new_id(),
+                database=row["database_name"],
+                name=row["name"],
+                created_ts=row["created_ts"],
+                dropped_ts=dropped,
+                primary_key=tuple(json.loads(kept_versions[-1].primary_key_json)),
+                schema_versions=kept_versions,
+                objects=tuple(objects),
+            )
+        )
+    return tuple(tables), databases

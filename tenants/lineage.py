@@ -1,0 +1,81 @@
+"""A tenant name's history: which tenant id held the name at a given time.
+
+A restore creates a new tenant id for the name and retires the old one, so
+"acme at T" is the tenant that was acme at T: walk from the current holder
+back through ``source_tenant_id`` while the ancestors are retained. This is
+how snapshots taken after a restore point stay restorable by name, as a
+MatrixOne or Snowflake user expects.
+"""
+
+from __future__ import annotations
+
+from tenants.catalog import Tx
+from tenants.errors import NotFound
+from tenants.protection import protection, wall_now
+from tenants.snapshots import SnapshotRecord, find_snapshot
+from tenants.tenancy import TenantRecord, tenant_by_id
+from tenants.times import parse_instant
+
+
+def chain(tx: Tx, tenant: TenantRecord) -> list[TenantRecord]:
+    """``tenant`` and its retained ancestors, newest first."""
+    now = wall_now(tx)
+    result = [tenant]
+    seen = {tenant.id}
+    current = tenant
+    while current.source_tenant_id and current.source_tenant_id not in seen:
+        try:
+            parent = tenant_by_id(tx, current.source_tenant_id)
+        except NotFound:
+            break
+        if (
+            parent.state == "dropped"
+            and parent.retain_until is not None
+            and parent.retain_until < now
+        ):
+            break
+        result.append(parent)
+        seen.add(parent.id)
+        current = parent
+    return result
+
+
+def snapshot_in_lineage(
+    tx: Tx, tenant: TenantRecord, name: str
+) -> tuple[TenantRecord, SnapshotRecord]:
+    """The snapshot ``name`` of the tenant or, failing that, of its retained ancestors."""
+    first_error: NotFound | None = None
+    for holder in chain(tx, tenant):
+        try:
+            return holder, find_snapshot(tx, holder, name)
+        except NotFound as e:
+            first_error = first_error or e
+    assert first_error is not None
+    raise first_error
+
+
+def holder_at(tx: Tx, tenant: TenantRecord, ts: int) -> TenantRecord:
+    """The tenant of the lineage that held the name at ``ts``.
+
+    A restored tenant holds the name from its creation; before that its
+    source did. Falls back to the oldest retained ancestor.
+    """
+    lineage = chain(tx, tenant)
+    for holder in lineage:
+        if holder.created_ts <= ts:
+            return holder
+    return lineage[-1]
+
+
+def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[TenantRecord, int, str]:
+    """A time named by snapshot, instant or ts → (tenant holding its data, ts, label).
+
+    Raises ``UnprotectedTime`` unless that tenant protects the time.
+    """
+    if isinstance(text, str) and text.strip() and not text.strip()[0].isdigit():
+        holder, snap = snapshot_in_lineage(tx, tenant, text.strip())
+        return holder, snap.ts, snap.name
+    ts = parse_instant(text) if isinstance(text, str) else int(text)
+    holder = holder_at(tx, tenant, ts)
+    protection(tx, holder).require(ts)
+    return holder, ts, str(ts)
