@@ -1,0 +1,5 @@
+"""Rewind's engine: backup and restore of tenants, and the ``rewind`` command line.
+
+The tenant store it protects lives in :mod:`tenants`; everything here goes
+through its public API (:class:`tenants.store.TableStore`).
+"""
