@@ -12,7 +12,7 @@ from __future__ import annotations
 from tenants.catalog import Tx
 from tenants.errors import NotFound
 from tenants.protection import protection, wall_now
-from tenants.snapshots import SnapshotRecord, find_snapshot
+from tenants.snapshots import SnapshotRecord, find_snapshot, list_snapshots
 from tenants.tenancy import TenantRecord, tenant_by_id
 from tenants.times import parse_instant
 
@@ -79,3 +79,19 @@ def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[Tenant
     holder = holder_at(tx, tenant, ts)
     protection(tx, holder).require(ts)
     return holder, ts, str(ts)
+
+
+def lineage_snapshots(tx: Tx, tenant: TenantRecord) -> list[tuple[TenantRecord, SnapshotRecord]]:
+    """Every snapshot restorable by name for ``tenant``, with the tenant it lives in.
+
+    A name found in a newer tenant of the lineage hides the same name further back
+    (restores carry snapshots at or before the restore point forward).
+    """
+    seen: set[str] = set()
+    found: list[tuple[TenantRecord, SnapshotRecord]] = []
+    for holder in chain(tx, tenant):
+        for snap in list_snapshots(tx, holder):
+            if snap.name not in seen:
+                seen.add(snap.name)
+                found.append((holder, snap))
+    return sorted(found, key=lambda pair: (pair[1].ts, pair[1].name))
