@@ -54,8 +54,8 @@ def resolve(
     events += [t.append_column(IS_DATA, pa.array([False] * t.num_rows, pa.bool_())) for t in tombs]
     events = [e.filter(pc.less_equal(e.column(TS), as_of)) for e in events]
     events = [e for e in events if e.num_rows]
-    if not events:
-        return target.empty_table()
+    if not any(e.column(IS_DATA)[0].as_py() for e in events):
+        return target.empty_table()  # tombstones alone show nothing
     merged = pa.concat_tables(events, promote_options="default")
     order = [(k, "ascending") for k in schema.primary_key] + [
         (TS, "ascending"),

@@ -16,6 +16,7 @@ from tenants.catalog import Catalog, Tx, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
 from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
+from tenants.lineage import resolve_point
 from tenants.objects import ObjectRecord, tenant_objects
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.pitr import PitrWindow, get_pitr, set_pitr
@@ -139,9 +140,9 @@ class TableStore:
             return undrop_tenant(tx, ref, new_name)
 
     def resolve_time(self, tenant: str, as_of: int | str) -> int:
-        """A snapshot name, ISO instant or ts as a protected ts of ``tenant``."""
+        """A snapshot name, ISO instant or ts as a protected ts of the name's lineage."""
         with self.catalog.snapshot() as tx:
-            return self._resolve(tx, find_tenant(tx, tenant), as_of)
+            return resolve_point(tx, find_tenant(tx, tenant), as_of)[1]
 
     # snapshots and PITR
     def create_snapshot(

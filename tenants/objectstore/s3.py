@@ -8,6 +8,7 @@ with the key in the message.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -16,7 +17,8 @@ from tenacity import (
     retry,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 from tenants.config import Warehouse
@@ -66,7 +68,7 @@ def _is_retryable(error: BaseException) -> bool:
 _retry = retry(
     retry=retry_if_exception(_is_retryable),
     stop=stop_after_attempt(MAX_ATTEMPTS),
-    wait=wait_exponential_jitter(initial=0.05, max=2.0),
+    wait=wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05),
     reraise=True,
 )
 
@@ -193,7 +195,7 @@ class S3ObjectStore:
 
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete in batches of 1,000; deleting a missing key is not an error."""
-        batch: list[str] = []
+        batch: builtins.list[str] = []
         deleted = 0
         for key in keys:
             batch.append(key)
@@ -204,7 +206,7 @@ class S3ObjectStore:
             deleted += self._delete_batch(batch)
         return deleted
 
-    def _delete_batch(self, keys: list[str]) -> int:
+    def _delete_batch(self, keys: builtins.list[str]) -> int:
         objects = [{"Key": self._full(k)} for k in keys]
         try:
             response = _retry(self._client.delete_objects)(

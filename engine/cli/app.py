@@ -1,0 +1,95 @@
+"""The root ``rewind`` command: global options, sub-commands and error mapping.
+
+:class:`RewindGroup` is the one place where a :class:`~tenants.errors.RewindError`
+becomes a one-line red message on stderr and exit code 1. It sits in the root
+command's ``invoke`` rather than in :func:`main`, so the console script, the
+demo and ``typer.testing.CliRunner`` all get the same behaviour. Usage errors
+(a missing argument, an unknown option) are typer's and keep its exit code 2;
+any other exception is a bug and shows typer's traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from engine.cli import data_cmds, render, table_cmds, tenant_cmds
+from engine.cli.context import CliState
+from tenants.errors import RewindError
+
+EXIT_ERROR = 1
+
+
+class RewindGroup(TyperGroup):
+    """The root command; maps every ``RewindError`` raised below it to exit 1."""
+
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except RewindError as error:
+            if ctx.params.get("verbose"):
+                render.stderr().print_exception(show_locals=False)
+            render.print_error(error.message)
+            raise typer.Exit(EXIT_ERROR) from None
+
+
+app = typer.Typer(
+    cls=RewindGroup,
+    name="rewind",
+    help="Rewind: a multi-tenant table store on S3, with point-in-time reads.",
+    no_args_is_help=True,
+    add_completion=False,
+    # Locals can hold credentials (S3 settings); never print them.
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(tenant_cmds.app, name="tenant")
+app.add_typer(table_cmds.app, name="table")
+data_cmds.register(app)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    catalog: Annotated[
+        str | None,
+        typer.Option(
+            "--catalog",
+            envvar="REWIND_CATALOG",
+            help="Catalog URI (default: sqlite:///$REWIND_HOME/catalog.db; "
+            "REWIND_HOME defaults to .rewind).",
+            show_default=False,
+        ),
+    ] = None,
+    warehouse: Annotated[
+        str | None,
+        typer.Option(
+            "--warehouse",
+            envvar="REWIND_WAREHOUSE",
+            help="Warehouse URI: s3://bucket/prefix (AWS_ENDPOINT_URL and the usual AWS "
+            "credential variables apply) or file:///path (default: $REWIND_HOME/warehouse).",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show the traceback of an error.")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable JSON.")
+    ] = False,
+) -> None:
+    """Rewind: a multi-tenant table store on S3, with point-in-time reads."""
+    state = CliState(catalog, warehouse, verbose=verbose, json=json_output)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``rewind``); exits with the command's status."""
+    app(args=None if argv is None else list(argv), prog_name="rewind")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""From command-line options and arguments to the values the store takes.
+
+The root callback stores the global options in a :class:`CliState`; commands
+ask it for the :class:`~tenants.store.TableStore`, which opens lazily. Commands
+validate their arguments (names, table references) *before* asking, so a bad
+name is rejected before any I/O: not even the catalog file gets created.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import typer
+
+from tenants.names import qualified_table, tenant_name
+from tenants.store import TableStore
+from tenants.tenancy import parse_tenant_ref
+
+
+@dataclass
+class CliState:
+    """The global options, shared with every command through ``ctx.obj``.
+
+    ``None`` for a URI means "the default": :func:`tenants.config.default_catalog_uri`
+    and :func:`tenants.config.default_warehouse_uri` (under ``REWIND_HOME``).
+    """
+
+    catalog_uri: str | None = None
+    warehouse_uri: str | None = None
+    verbose: bool = False
+    json: bool = False
+    _store: TableStore | None = field(default=None, repr=False)
+
+    def store(self) -> TableStore:
+        """The store, opened (and its catalog created or migrated) on first use."""
+        if self._store is None:
+            self._store = TableStore.open(self.catalog_uri, self.warehouse_uri)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def cli_state(ctx: typer.Context) -> CliState:
+    """The :class:`CliState` the root callback put on the context."""
+    state = ctx.find_root().obj
+    if not isinstance(state, CliState):  # only if a command runs without the root app
+        raise RuntimeError("rewind commands must run under the root app (engine.cli.app)")
+    return state
+
+
+def tenant_arg(text: str) -> str:
+    """Validate a tenant reference (``acme`` or ``acme@<id>``) before any I/O."""
+    parse_tenant_ref(text)
+    return text
+
+
+def new_tenant_arg(text: str) -> str:
+    """Validate the name of a tenant to create (no ``@id`` allowed)."""
+    return tenant_name(text)
+
+
+def table_arg(text: str) -> tuple[str, str]:
+    """``DB.TABLE`` → (database, table), validated before any I/O."""
+    return qualified_table(text)
+
+
+def resolve_as_of(store: TableStore, tenant: str, text: str) -> int:
+    """The commit ts a user-named time means for ``tenant``.
+
+    The single place every ``--as-of`` (and later every restore target) is
+    resolved: a snapshot name, an ISO-8601 instant (naive means UTC) or a raw
+    ts in µs. The store does the work, so the CLI accepts exactly what the
+    store does and the protection check happens inside the store.
+
+    Raises:
+        InvalidArgument: ``text`` is not a time; or it lies in the future.
+        NotFound: no snapshot of that name.
+        UnprotectedTime: the time is outside every snapshot and PITR window.
+    """
+    return store.resolve_time(tenant, text)

@@ -1,0 +1,232 @@
+"""``rewind load|delete|query|compact|objects``: data in, data out, layout.
+
+Files are read whole into Arrow (one file = one commit, however big) and
+handed to the store's write path, which casts them to the table's schema and
+rejects them — writing nothing — if they do not fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import typer
+
+from engine.cli import render
+from engine.cli.context import cli_state, resolve_as_of, table_arg, tenant_arg
+from tenants.compaction import DEFAULT_TARGET_BYTES
+from tenants.errors import InvalidArgument
+from tenants.schema import TableSchema
+from tenants.store import TableStore
+from tenants.times import format_ts
+
+MIB = 1024 * 1024
+TABLE_VIEW_LIMIT = 100
+CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zst")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+Tenant = Annotated[str, typer.Argument(metavar="TENANT", help="Tenant name.", show_default=False)]
+TableRef = Annotated[
+    str, typer.Argument(metavar="DB.TABLE", help="Database and table.", show_default=False)
+]
+InputFile = Annotated[
+    Path,
+    typer.Argument(
+        metavar="FILE",
+        help="A .parquet or .csv file.",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        show_default=False,
+    ),
+]
+
+
+class ReaderChoice(StrEnum):
+    local = "local"
+    spark = "spark"
+
+
+def read_file(path: Path, target: pa.Schema) -> pa.Table:
+    """Read a Parquet or CSV file into Arrow, ready for the write path.
+
+    CSV types are inferred, except that columns the table stores as text are
+    read as text: inference would turn ``007`` into 7 before the write path
+    could cast it back to a string. Everything else is cast (and checked) by
+    the write path, so CSV and Parquet follow the same rules.
+
+    Raises:
+        InvalidArgument: unknown extension, or the file cannot be parsed.
+    """
+    name = path.name.lower()
+    try:
+        if name.endswith(PARQUET_SUFFIXES):
+            return pq.read_table(path)
+        if name.endswith(CSV_SUFFIXES):
+            text_types = {
+                f.name: f.type
+                for f in target
+                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            }
+            return pa_csv.read_csv(
+                path, convert_options=pa_csv.ConvertOptions(column_types=text_types)
+            )
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InvalidArgument(f"cannot read {path}: {e}") from e
+    raise InvalidArgument(
+        f"cannot tell the format of {path}: use a file ending in "
+        f"{', '.join(PARQUET_SUFFIXES + CSV_SUFFIXES)}"
+    )
+
+
+def _schema(store: TableStore, tenant: str, database: str, table: str) -> TableSchema:
+    """The table's current schema (raises ``NotFound`` for an unknown tenant or table).
+
+    Only a parsing hint: the write path checks the batch against the schema
+    again inside its commit.
+    """
+    return store.plan_read(tenant, database, table).table.schema
+
+
+def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -> None:
+    """Upsert every row of FILE into the table, in one commit."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    database, name = table_arg(table)
+    store = state.store()
+    rows = read_file(file, _schema(store, tenant, database, name).arrow())
+    result = store.write(tenant, database, name, upserts=rows)
+    if state.json:
+        render.emit_json(render.write_json(tenant, table, result))
+    else:
+        render.say(
+            f"loaded {result.upserted:,} rows into {tenant}/{table} from {file.name}: "
+            f"commit ts {result.ts} ({format_ts(result.ts)})"
+        )
+
+
+def delete(
+    ctx: typer.Context,
+    tenant: Tenant,
+    table: TableRef,
+    keys: Annotated[
+        Path,
+        typer.Option(
+            "--keys",
+            help="A .parquet or .csv file holding exactly the key columns.",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            show_default=False,
+        ),
+    ],
+) -> None:
+    """Delete the rows whose primary keys are listed in a file, in one commit."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    database, name = table_arg(table)
+    store = state.store()
+    key_rows = read_file(keys, _schema(store, tenant, database, name).key_arrow())
+    result = store.write(tenant, database, name, deletes=key_rows)
+    if state.json:
+        render.emit_json(render.write_json(tenant, table, result))
+    else:
+        render.say(
+            f"deleted {result.deleted:,} keys from {tenant}/{table}: "
+            f"commit ts {result.ts} ({format_ts(result.ts)})"
+        )
+
+
+def query(
+    ctx: typer.Context,
+    tenant: Tenant,
+    table: TableRef,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="Read as of this time: an ISO-8601 instant or a ts in µs (default: now).",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=0,
+            help=f"Print at most N rows (default: {TABLE_VIEW_LIMIT} in "
+            "the table view, all with --json).",
+            show_default=False,
+        ),
+    ] = None,
+    reader: Annotated[
+        ReaderChoice, typer.Option("--reader", help="Where the read runs.")
+    ] = ReaderChoice.local,
+) -> None:
+    """Print the table's visible rows, sorted by primary key."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    database, name = table_arg(table)
+    store = state.store()
+    # Pin "now" to a ts, so the title names exactly the time that was read.
+    ts = store.now() if as_of is None else resolve_as_of(store, tenant, as_of)
+    rows = store.read(tenant, database, name, ts, reader=reader.value)
+    if limit is None and not state.json:
+        limit = TABLE_VIEW_LIMIT
+    shown = rows if limit is None else rows.slice(0, limit)
+    if state.json:
+        render.emit_rows_json(shown)
+    else:
+        render.show(
+            render.rows_table(f"{tenant}/{table} as of {format_ts(ts)}", shown, rows.num_rows, ts)
+        )
+
+
+def compact(
+    ctx: typer.Context,
+    tenant: Tenant,
+    table: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[DB.TABLE]", help="One table (default: every table).", show_default=False
+        ),
+    ] = None,
+    target_mb: Annotated[
+        float, typer.Option("--target-mb", help="Target size of merged objects, in MiB.")
+    ] = DEFAULT_TARGET_BYTES / MIB,
+) -> None:
+    """Merge each table's objects into few large objects sorted by (key, ts)."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    database, name = table_arg(table) if table is not None else (None, None)
+    if not target_mb > 0:
+        raise InvalidArgument(f"invalid --target-mb {target_mb}: must be greater than 0")
+    results = state.store().compact(
+        tenant, database, name, target_bytes=max(1, int(target_mb * MIB))
+    )
+    if state.json:
+        render.emit_json([asdict(r) for r in results])
+    else:
+        render.show(render.compaction_table(tenant, results))
+
+
+def objects(ctx: typer.Context, tenant: Tenant) -> None:
+    """List the live objects of every table of the tenant."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    listing = state.store().objects_of(tenant)
+    if state.json:
+        render.emit_json([render.object_json(t, o) for t, o in listing])
+    else:
+        render.show(render.objects_table(tenant, listing))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the data commands to the root app (they take a tenant, not a group)."""
+    for command in (load, delete, query, compact, objects):
+        app.command(command.__name__)(command)

@@ -1,0 +1,65 @@
+"""``rewind tenant create|list|drop``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from engine.cli import render
+from engine.cli.context import cli_state, new_tenant_arg, tenant_arg
+from tenants.times import format_ts
+
+app = typer.Typer(help="Create, list and drop tenants.", no_args_is_help=True)
+
+TenantName = Annotated[
+    str, typer.Argument(metavar="NAME", help="Tenant name, e.g. acme.", show_default=False)
+]
+
+
+@app.command("create")
+def create(ctx: typer.Context, name: TenantName) -> None:
+    """Create an empty tenant."""
+    state = cli_state(ctx)
+    new_tenant_arg(name)
+    tenant = state.store().create_tenant(name)
+    if state.json:
+        render.emit_json(render.tenant_json(tenant))
+    else:
+        render.say(
+            f"created tenant {tenant.name} (id {tenant.id}) at {format_ts(tenant.created_ts)}"
+        )
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    include_dropped: Annotated[
+        bool, typer.Option("--all", help="Include dropped tenants.")
+    ] = False,
+) -> None:
+    """List tenants (active ones, or all with --all)."""
+    state = cli_state(ctx)
+    tenants = state.store().tenants(include_dropped=include_dropped)
+    if state.json:
+        render.emit_json([render.tenant_json(t) for t in tenants])
+    else:
+        render.show(render.tenants_table(tenants))
+
+
+@app.command("drop")
+def drop(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Tenant name (or name@id).", show_default=False)
+    ],
+) -> None:
+    """Drop a tenant: it stops accepting writes; its data is kept (restorable) for now."""
+    state = cli_state(ctx)
+    tenant_arg(name)
+    tenant = state.store().drop_tenant(name)
+    if state.json:
+        render.emit_json(render.tenant_json(tenant))
+    else:
+        assert tenant.dropped_ts is not None
+        render.say(f"dropped tenant {tenant.ref} at {format_ts(tenant.dropped_ts)}")
