@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from engine.cli import data_cmds, render, table_cmds, tenant_cmds
+from engine.cli import data_cmds, render, restore_cmds, table_cmds, tenant_cmds
 from engine.cli.context import CliState
 from tenants.errors import RewindError
 
@@ -48,6 +48,7 @@ app = typer.Typer(
 app.add_typer(tenant_cmds.app, name="tenant")
 app.add_typer(table_cmds.app, name="table")
 data_cmds.register(app)
+restore_cmds.register(app)
 
 
 @app.callback()

@@ -63,3 +63,28 @@ def drop(
     else:
         assert tenant.dropped_ts is not None
         render.say(f"dropped tenant {tenant.ref} at {format_ts(tenant.dropped_ts)}")
+
+
+@app.command("undrop")
+def undrop(
+    ctx: typer.Context,
+    ref: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME@ID", help="The retired tenant (see `rewind history`).", show_default=False
+        ),
+    ],
+    new_name: Annotated[
+        str | None, typer.Option("--as", help="Bring it back under this name instead.")
+    ] = None,
+) -> None:
+    """Bring back a dropped or restore-retired tenant, while it is retained."""
+    state = cli_state(ctx)
+    tenant_arg(ref)
+    if new_name is not None:
+        new_tenant_arg(new_name)
+    tenant = state.store().undrop_tenant(ref, new_name)
+    if state.json:
+        render.emit_json(render.tenant_json(tenant))
+    else:
+        render.say(f"tenant {tenant.ref} is active again as {tenant.name!r}")

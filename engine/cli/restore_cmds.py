@@ -1,0 +1,210 @@
+"""``rewind restore-tenant`` and ``rewind history``.
+
+The command is a thin shell over engine.restore: plan (print it; stop on
+``--dry-run``), then run the journaled job with a progress bar over tasks and
+bytes. ``--resume`` and ``--cancel`` act on an existing job.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+from engine.cli import render
+from engine.cli.context import cli_state, tenant_arg
+from engine.cli.restore_render import (
+    history_tables,
+    job_json,
+    outcome_json,
+    outcome_lines,
+    plan_json,
+    plan_table,
+)
+from engine.executors import choose_executor
+from engine.restore.history import history as load_history
+from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, resume_restore
+from engine.restore.journal import load_job
+from engine.restore.plan import plan_restore
+from engine.restore.rewrite import RewriteResult
+from engine.restore.verify import check_level
+from tenants.errors import InvalidArgument
+from tenants.names import tenant_name
+from tenants.store import TableStore
+
+
+def restore_tenant_cmd(
+    ctx: typer.Context,
+    tenant: Annotated[
+        str, typer.Argument(help="Tenant to restore (name, or name@id).", show_default=False)
+    ],
+    snapshot: Annotated[
+        str | None,
+        typer.Option("--snapshot", help="Snapshot name (searched through the tenant's lineage)."),
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help="A protected time: ISO-8601 instant or ts in µs.")
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to", help="Restore into a new tenant of this name (clone); the source is left alone."
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
+    executor: Annotated[str, typer.Option("--executor", help="local, spark or auto.")] = "auto",
+    verify: Annotated[str, typer.Option("--verify", help="none, objects or full.")] = "objects",
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
+    ] = None,
+    cancel: Annotated[
+        str | None,
+        typer.Option("--cancel", metavar="JOB", help="Cancel a job: remove its outputs and pins."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable JSON.")
+    ] = False,
+) -> None:
+    """Restore a tenant to a snapshot or protected time, physically.
+
+    Objects wholly inside the snapshot are reused without copying; only objects
+    that straddle it are rewritten. One catalog transaction installs the new
+    tenant; in place, the old one is retired (kept, undoable).
+    """
+    state = cli_state(ctx)
+    as_json = json_output or state.json
+    tenant_arg(tenant)
+    if to is not None:
+        tenant_name(to)
+    check_level(verify)
+    choose_executor(executor, 0)  # validates the name before any I/O
+    store = state.store()
+    if cancel or resume:
+        if snapshot or at or to or dry_run:
+            raise InvalidArgument(
+                "--resume/--cancel take only a job id, not --snapshot/--at/--to/--dry-run"
+            )
+        _job_action(store, tenant, resume, cancel, as_json)
+        return
+    if (snapshot is None) == (at is None):
+        raise InvalidArgument("say what to restore to: exactly one of --snapshot NAME or --at TIME")
+    point = snapshot if snapshot is not None else at
+    assert point is not None
+    if snapshot is not None and snapshot[:1].isdigit():
+        raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
+    if dry_run:
+        plan = plan_restore(store.catalog, tenant, point, to=to)
+        chosen = choose_executor(executor, plan.totals()["rewrite"][1]).name
+        if as_json:
+            render.emit_json(plan_json(plan, chosen))
+        else:
+            render.show(plan_table(plan, chosen))
+            render.say("dry run: nothing was changed")
+        return
+    with _progress(as_json) as report:
+        outcome = restore_tenant(
+            store, tenant, point, to=to, executor=executor, verify=verify, progress=report
+        )
+    _print_outcome(outcome, as_json)
+
+
+def _job_action(
+    store: TableStore, tenant: str, resume: str | None, cancel: str | None, as_json: bool
+) -> None:
+    if resume and cancel:
+        raise InvalidArgument("give either --resume JOB or --cancel JOB, not both")
+    job_id = resume or cancel
+    assert job_id is not None
+    job = load_job(store.catalog, job_id)
+    if tenant.split("@")[0] not in (job.plan.target_name, job.plan.source.name):
+        raise InvalidArgument(
+            f"restore job {job_id} belongs to tenant {job.plan.target_name!r}, not {tenant!r}"
+        )
+    if cancel:
+        job = cancel_restore(store, job_id)
+        if as_json:
+            render.emit_json(job_json(job))
+        else:
+            render.say(f"restore job {job_id} cancelled: its outputs and pins are removed")
+        return
+    with _progress(as_json) as report:
+        outcome = resume_restore(store, job_id, progress=report)
+    _print_outcome(outcome, as_json)
+
+
+def _print_outcome(outcome: RestoreOutcome, as_json: bool) -> None:
+    if as_json:
+        render.emit_json(outcome_json(outcome))
+        return
+    render.show(plan_table(outcome.plan, outcome.executor))
+    for line in outcome_lines(outcome):
+        render.say(line)
+
+
+class _progress:
+    """A rich progress bar over rewrite tasks and bytes (silent for --json)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar: Progress | None = None
+        self.task: int | None = None
+
+    def __enter__(self) -> _progress:
+        if not self.quiet:
+            self.bar = Progress(
+                TextColumn("rewriting"),
+                BarColumn(),
+                DownloadColumn(),
+                TextColumn("{task.fields[objects]} objects"),
+                TimeElapsedColumn(),
+                console=render.stderr(),
+                transient=True,
+            )
+            self.bar.__enter__()
+            self.task = self.bar.add_task("rewrite", total=None, objects=0)
+        return self
+
+    def __call__(self, result: RewriteResult) -> None:
+        if self.bar is not None and self.task is not None:
+            done = self.bar.tasks[0].fields["objects"] + 1
+            self.bar.update(self.task, advance=result.output.bytes, objects=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+def history_cmd(
+    ctx: typer.Context,
+    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+) -> None:
+    """Show a tenant's lineage (restores, retired ids) and its restore jobs."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    hist = load_history(state.store().catalog, tenant)
+    if state.json:
+        render.emit_json(
+            {
+                "lineage": [
+                    render.tenant_json(t)
+                    | {
+                        "source_tenant_id": t.source_tenant_id,
+                        "source_ts": t.source_ts,
+                        "restore_job_id": t.restore_job_id,
+                        "retain_until": t.retain_until,
+                    }
+                    for t in hist.lineage
+                ],
+                "jobs": [job_json(j) for j in hist.jobs],
+            }
+        )
+        return
+    for table in history_tables(hist):
+        render.show(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("restore-tenant")(restore_tenant_cmd)
+    app.command("history")(history_cmd)

@@ -1,0 +1,187 @@
+"""Rich tables and JSON for restore plans, outcomes and tenant history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from engine.restore.history import History
+from engine.restore.job import RestoreOutcome
+from engine.restore.journal import JobRecord
+from engine.restore.plan import ACTIONS, RestorePlan
+from tenants.times import format_ts
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def plan_table(plan: RestorePlan, executor: str) -> Table:
+    where = (
+        f"into {plan.target_name!r} in place"
+        if plan.mode == "in_place"
+        else f"as clone {plan.target_name!r}"
+    )
+    table = Table(
+        title=f"restore plan {plan.job_id}: {plan.source.ref} to {plan.at_label} "
+        f"(ts {plan.at_ts}, {format_ts(plan.at_ts)}) {where}",
+        caption=f"method physical, executor {executor}, "
+        f"{len(plan.tasks)} rewrite task(s), {len(plan.snapshots)} snapshot(s) carried",
+    )
+    table.add_column("table")
+    for action in ACTIONS:
+        table.add_column(f"{action} objs", justify="right")
+        table.add_column(f"{action} bytes", justify="right")
+    for t in plan.tables:
+        totals = t.totals()
+        name = t.qualified + (" (dropped)" if t.dropped_ts is not None else "")
+        table.add_row(
+            name, *[c for a in ACTIONS for c in (f"{totals[a][0]:,}", _bytes(totals[a][1]))]
+        )
+    totals = plan.totals()
+    table.add_row(
+        Text("total", style="bold"),
+        *[
+            Text(c, style="bold")
+            for a in ACTIONS
+            for c in (f"{totals[a][0]:,}", _bytes(totals[a][1]))
+        ],
+    )
+    return table
+
+
+def plan_json(plan: RestorePlan, executor: str) -> dict[str, Any]:
+    return {
+        "job_id": plan.job_id,
+        "source": plan.source.ref,
+        "target": plan.target_name,
+        "mode": plan.mode,
+        "method": "physical",
+        "executor": executor,
+        "at": {"label": plan.at_label, "ts": plan.at_ts, "iso": format_ts(plan.at_ts)},
+        "totals": {a: {"objects": c, "bytes": b} for a, (c, b) in plan.totals().items()},
+        "tables": [
+            {
+                "table": t.qualified,
+                "dropped": t.dropped_ts is not None,
+                **{a: {"objects": c, "bytes": b} for a, (c, b) in t.totals().items()},
+            }
+            for t in plan.tables
+        ],
+        "tasks": len(plan.tasks),
+        "snapshots_carried": [s.name for s in plan.snapshots],
+    }
+
+
+def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
+    totals = outcome.plan.totals()
+    return {
+        "job_id": outcome.job_id,
+        "state": "done",
+        "tenant": outcome.tenant.ref,
+        "retired": None
+        if outcome.plan.replaced_tenant_id is None
+        else f"{outcome.plan.target_name}@{outcome.plan.replaced_tenant_id}",
+        "executor": outcome.executor,
+        "rewritten_objects": outcome.rewritten,
+        "bytes_written": outcome.bytes_written,
+        "bytes_reused": totals["reuse"][1],
+        "objects_verified": outcome.objects_verified,
+        "prefixes_listed": outcome.prefixes_listed,
+        "tables_compared": outcome.tables_compared,
+        "seconds": outcome.seconds,
+    }
+
+
+def outcome_lines(outcome: RestoreOutcome) -> list[str]:
+    data = outcome_json(outcome)
+    lines = [
+        f"restore job {outcome.job_id} done: tenant {outcome.tenant.ref} at "
+        f"{outcome.plan.at_label} (ts {outcome.plan.at_ts})",
+        f"rewrote {outcome.rewritten} object(s), {_bytes(outcome.bytes_written)} written; "
+        f"reused {totals_line(outcome.plan)} without copying",
+        f"verified {outcome.objects_verified} object(s) by listing {outcome.prefixes_listed} "
+        f"prefix(es)"
+        + (
+            f", {outcome.tables_compared} table(s) compared in full"
+            if outcome.tables_compared
+            else ""
+        ),
+    ]
+    if data["retired"]:
+        lines.append(
+            f"the previous tenant {data['retired']} is retired; undo with "
+            f"`rewind tenant undrop {data['retired']} --as NEW_NAME` or restore again"
+        )
+    lines.append("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in outcome.seconds.items()))
+    return lines
+
+
+def totals_line(plan: RestorePlan) -> str:
+    count, size = plan.totals()["reuse"]
+    return f"{count} object(s), {_bytes(size)}"
+
+
+def job_json(job: JobRecord) -> dict[str, Any]:
+    return {
+        "job_id": job.id,
+        "state": job.state,
+        "mode": job.plan.mode,
+        "source": job.plan.source.ref,
+        "target": job.plan.target_name,
+        "at": {"label": job.plan.at_label, "ts": job.plan.at_ts},
+        "executor": job.executor,
+        "verify": job.verify,
+        "created": format_ts(job.created_ts),
+        "installed": None if job.installed_ts is None else format_ts(job.installed_ts),
+        "error": job.error,
+    }
+
+
+def history_tables(hist: History) -> list[Table]:
+    lineage = Table(title="lineage (newest first)")
+    for col in (
+        "tenant",
+        "state",
+        "created",
+        "dropped",
+        "retained until",
+        "restored from",
+        "at ts",
+        "job",
+    ):
+        lineage.add_column(col, overflow="fold")
+    for t in hist.lineage:
+        lineage.add_row(
+            t.ref,
+            t.state,
+            format_ts(t.created_ts),
+            "" if t.dropped_ts is None else format_ts(t.dropped_ts),
+            "" if t.retain_until is None else format_ts(t.retain_until),
+            t.source_tenant_id or "",
+            "" if t.source_ts is None else str(t.source_ts),
+            t.restore_job_id or "",
+        )
+    jobs = Table(title="restore jobs")
+    for col in ("job", "state", "mode", "source", "target", "to", "created", "installed", "error"):
+        jobs.add_column(col, overflow="fold")
+    for job in hist.jobs:
+        j = job_json(job)
+        jobs.add_row(
+            j["job_id"],
+            j["state"],
+            j["mode"],
+            j["source"],
+            j["target"],
+            j["at"]["label"],
+            j["created"],
+            j["installed"] or "",
+            (job.error or "")[:120],
+        )
+    return [lineage, jobs]

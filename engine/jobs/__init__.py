@@ -1,0 +1,1 @@
+"""Batch entry points for spark-submit."""

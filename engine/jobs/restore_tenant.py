@@ -1,0 +1,55 @@
+"""spark-submit entry point for the restore-tenant batch job.
+
+    spark-submit --master spark://... engine/jobs/restore_tenant.py \\
+        --catalog sqlite:///... --warehouse s3://bucket/prefix acme --snapshot mon
+    python -m engine.jobs.restore_tenant acme --snapshot mon --to acme_copy
+
+Runs exactly the CLI's ``restore-tenant`` command (same options, same errors,
+same exit codes). Global options (``--catalog``, ``--warehouse``, ``--verbose``)
+may come anywhere; the executor defaults to Spark, since a cluster is why one
+submits a job.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from engine.cli.app import main as cli_main
+
+GLOBAL_WITH_VALUE = ("--catalog", "--warehouse")
+GLOBAL_FLAGS = ("--verbose", "-v")
+
+
+def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Separate the root app's global options from the command's arguments."""
+    root: list[str] = []
+    rest: list[str] = []
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        arg = items[i]
+        name = arg.split("=", 1)[0]
+        if name in GLOBAL_WITH_VALUE:
+            if "=" in arg:
+                root.append(arg)
+            else:
+                root.extend(items[i : i + 2])
+                i += 1
+        elif arg in GLOBAL_FLAGS:
+            root.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return root, rest
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    root, rest = split_args(sys.argv[1:] if argv is None else argv)
+    if not any(a.split("=", 1)[0] == "--executor" for a in rest):
+        rest += ["--executor", "spark"]
+    cli_main([*root, "restore-tenant", *rest])
+
+
+if __name__ == "__main__":
+    main()
