@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenants.catalog import Tx
+from tenants.errors import InvalidArgument
 from tenants.protection import wall_now
 from tenants.tenancy import TenantRecord
 
@@ -31,6 +32,10 @@ def get_pitr(tx: Tx, tenant: TenantRecord) -> PitrWindow | None:
 
 def set_pitr(tx: Tx, tenant: TenantRecord, window_us: int | None) -> PitrWindow | None:
     """Set (or with ``None`` turn off) the tenant's PITR window."""
+    if window_us is not None and window_us <= 0:
+        raise InvalidArgument(
+            f"the PITR window must be longer than zero, got {window_us} µs; use off to turn it off"
+        )
     now = wall_now(tx)
     current = get_pitr(tx, tenant)
     tx.execute("DELETE FROM pitr_windows WHERE tenant_id = ?", (tenant.id,))

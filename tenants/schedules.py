@@ -44,11 +44,12 @@ class Schedule:
     retain_age_us: int | None
     retain_count: int | None
     name_prefix: str
+    set_ts: int = 0
 
     def latest_due(self, now: int) -> int | None:
-        if now < self.first_at_us:
-            return None
-        return self.first_at_us + (now - self.first_at_us) // self.interval_us * self.interval_us
+        """The newest due time at or before ``now``, if the schedule existed then."""
+        due = self.first_at_us + (now - self.first_at_us) // self.interval_us * self.interval_us
+        return due if self.set_ts <= due <= now else None
 
     def name_for(self, due: int) -> str:
         stamp = datetime.fromtimestamp(due / 1_000_000, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -74,18 +75,21 @@ def set_schedule(
 ) -> Schedule:
     if interval_us <= 0:
         raise InvalidArgument("the snapshot interval must be longer than zero")
+    if retain_age_us is not None and retain_age_us <= 0:
+        raise InvalidArgument(f"retain age must be longer than zero, got {retain_age_us} µs")
     if retain_count is not None and retain_count < 1:
         raise InvalidArgument(f"retain count must be at least 1, got {retain_count}")
     if not 0 <= first_at_us < US["d"]:
         raise InvalidArgument("the first snapshot time must be a time of day")
     snapshot_name(f"{name_prefix}-20260101T000000Z")
+    set_ts = wall_now(tx)
     tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
     tx.execute(
         "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
-        "retain_count, name_prefix) VALUES (?, ?, ?, ?, ?, ?)",
-        (tenant.id, first_at_us, interval_us, retain_age_us, retain_count, name_prefix),
+        "retain_count, name_prefix, set_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (tenant.id, first_at_us, interval_us, retain_age_us, retain_count, name_prefix, set_ts),
     )
-    return Schedule(first_at_us, interval_us, retain_age_us, retain_count, name_prefix)
+    return Schedule(first_at_us, interval_us, retain_age_us, retain_count, name_prefix, set_ts)
 
 
 def get_schedule(tx: Tx, tenant: TenantRecord) -> Schedule | None:
@@ -98,6 +102,7 @@ def get_schedule(tx: Tx, tenant: TenantRecord) -> Schedule | None:
         row["retain_age_us"],
         row["retain_count"],
         row["name_prefix"],
+        row["set_ts"],
     )
 
 
@@ -116,7 +121,8 @@ def tick(tx: Tx, tenant: TenantRecord) -> TickResult:
     if due is not None:
         name = schedule.name_for(due)
         existing = {s.name for s in list_snapshots(tx, tenant)}
-        if name not in existing:
+        expired_already = schedule.retain_age_us is not None and due < now - schedule.retain_age_us
+        if name not in existing and not expired_already:
             at = due if protection(tx, tenant).covers(due) else None
             expires = due + schedule.retain_age_us if schedule.retain_age_us else None
             created.append(

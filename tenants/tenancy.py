@@ -7,6 +7,7 @@ exists at T when ``created_ts <= T`` and it was not dropped at or before T.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ class TenantRecord:
     source_ts: int | None = None
     restore_job_id: str | None = None
     retain_until: int | None = None
+    purged_ts: int | None = None
 
     @property
     def ref(self) -> str:
@@ -60,6 +62,7 @@ class TenantRecord:
             row.get("source_ts"),
             row.get("restore_job_id"),
             row.get("retain_until"),
+            row.get("purged_ts"),
         )
 
 
@@ -184,8 +187,12 @@ def undrop_tenant(tx: Tx, ref: str, new_name: str | None = None) -> TenantRecord
         raise InvalidArgument(f"tenant {tenant.ref} is not dropped")
     name = tenant_name(new_name or tenant.name)
     ts = tx.commit_ts()
-    if tenant.retain_until is not None and tenant.retain_until < ts:
-        raise NotFound(f"tenant {tenant.ref} is past its retention and may be purged")
+    if tenant.purged_ts is not None or (
+        tenant.retain_until is not None and tenant.retain_until < ts
+    ):
+        raise NotFound(
+            f"tenant {tenant.ref} is past its retention (or purged); it cannot come back"
+        )
     holder = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
     if holder:
         raise AlreadyExists(
@@ -354,9 +361,15 @@ def alter_table(
                 f"table {database}.{table} has no column {name!r}; columns: {schema.names}"
             )
         columns = [c for c in columns if c.name != name]
+    used_before = _column_names_ever(tx, record.id)
     for column in add:
         if column.name in [c.name for c in columns]:
             raise AlreadyExists(f"table {database}.{table} already has a column {column.name!r}")
+        if column.name in used_before:
+            raise SchemaMismatch(
+                f"column name {column.name!r} was used before in {database}.{table} and dropped; "
+                "old objects still hold its values, so choose a new name"
+            )
         if not column.nullable and column.default is None:
             raise SchemaMismatch(
                 f"cannot add NOT NULL column {column.name!r} to {database}.{table} without a "
@@ -370,12 +383,24 @@ def alter_table(
     return replace(record, schema=new_schema, schema_from_ts=ts)
 
 
+def _column_names_ever(tx: Tx, table_id: str) -> set[str]:
+    """Every column name any schema version of the table has had."""
+    names: set[str] = set()
+    for row in tx.all("SELECT columns_json FROM schema_versions WHERE table_id = ?", (table_id,)):
+        names.update(c["name"] for c in json.loads(row["columns_json"]))
+    return names
+
+
 def _check_default(column: Column) -> None:
+    """The default must be exactly a value of the column's type (no silent casts)."""
     if column.default is None:
         return
     try:
-        pa.array([column.default]).cast(column.arrow_type, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        typed = pa.array([column.default], type=column.arrow_type)
+        ok = typed[0].as_py() == column.default and type(typed[0].as_py()) is type(column.default)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+        ok = False
+    if not ok:
         raise SchemaMismatch(
             f"default {column.default!r} of column {column.name!r} is not a {column.type}"
-        ) from e
+        )

@@ -21,7 +21,9 @@ def history(catalog: Catalog, tenant: str) -> History:
         lineage = [current]
         while lineage[-1].source_tenant_id and len(lineage) < 1000:
             lineage.append(tenant_by_id(tx, lineage[-1].source_tenant_id))
-        others = tx.all("SELECT * FROM tenants WHERE name = ? ORDER BY created_ts DESC", (current.name,))
+        others = tx.all(
+            "SELECT * FROM tenants WHERE name = ? ORDER BY created_ts DESC", (current.name,)
+        )
     known = {t.id for t in lineage}
     lineage += [TenantRecord.from_row(r) for r in others if r["id"] not in known]
     jobs = jobs_of(catalog, sorted({t.name for t in lineage}), [t.id for t in lineage])

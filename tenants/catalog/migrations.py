@@ -97,7 +97,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 interval_us BIGINT NOT NULL,
                 retain_age_us BIGINT,
                 retain_count INTEGER,
-                name_prefix VARCHAR(64) NOT NULL)""",
+                name_prefix VARCHAR(64) NOT NULL,
+                set_ts BIGINT NOT NULL)""",
             """CREATE TABLE pitr_windows (
                 tenant_id VARCHAR(32) PRIMARY KEY REFERENCES tenants (id),
                 window_us BIGINT NOT NULL,
@@ -143,6 +144,17 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 object_id VARCHAR(32) NOT NULL,
                 PRIMARY KEY (job_id, object_id))""",
             "CREATE INDEX job_pins_object ON job_pins (object_id)",
+        ],
+    ),
+    (
+        "garbage collection: pending deletions, purged tenants",
+        [
+            "ALTER TABLE tenants ADD COLUMN purged_ts BIGINT",
+            """CREATE TABLE gc_pending (
+                object_id VARCHAR(32) PRIMARY KEY,
+                object_key TEXT NOT NULL,
+                byte_size BIGINT NOT NULL,
+                decided_ts BIGINT NOT NULL)""",
         ],
     ),
 ]
