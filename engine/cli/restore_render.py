@@ -14,7 +14,7 @@ from engine.restore.plan import ACTIONS, RestorePlan
 from tenants.times import format_ts
 
 
-def _bytes(n: int) -> str:
+def human_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
@@ -42,7 +42,7 @@ def plan_table(plan: RestorePlan, executor: str) -> Table:
         totals = t.totals()
         name = t.qualified + (" (dropped)" if t.dropped_ts is not None else "")
         table.add_row(
-            name, *[c for a in ACTIONS for c in (f"{totals[a][0]:,}", _bytes(totals[a][1]))]
+            name, *[c for a in ACTIONS for c in (f"{totals[a][0]:,}", human_bytes(totals[a][1]))]
         )
     totals = plan.totals()
     table.add_row(
@@ -50,7 +50,7 @@ def plan_table(plan: RestorePlan, executor: str) -> Table:
         *[
             Text(c, style="bold")
             for a in ACTIONS
-            for c in (f"{totals[a][0]:,}", _bytes(totals[a][1]))
+            for c in (f"{totals[a][0]:,}", human_bytes(totals[a][1]))
         ],
     )
     return table
@@ -104,7 +104,7 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
     lines = [
         f"restore job {outcome.job_id} done: tenant {outcome.tenant.ref} at "
         f"{outcome.plan.at_label} (ts {outcome.plan.at_ts})",
-        f"rewrote {outcome.rewritten} object(s), {_bytes(outcome.bytes_written)} written; "
+        f"rewrote {outcome.rewritten} object(s), {human_bytes(outcome.bytes_written)} written; "
         f"reused {totals_line(outcome.plan)} without copying",
         f"verified {outcome.objects_verified} object(s) by listing {outcome.prefixes_listed} "
         f"prefix(es)"
@@ -125,7 +125,7 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
 
 def totals_line(plan: RestorePlan) -> str:
     count, size = plan.totals()["reuse"]
-    return f"{count} object(s), {_bytes(size)}"
+    return f"{count} object(s), {human_bytes(size)}"
 
 
 def job_json(job: JobRecord) -> dict[str, Any]:

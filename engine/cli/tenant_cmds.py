@@ -88,3 +88,26 @@ def undrop(
         render.emit_json(render.tenant_json(tenant))
     else:
         render.say(f"tenant {tenant.ref} is active again as {tenant.name!r}")
+
+
+@app.command("purge")
+def purge(
+    ctx: typer.Context,
+    ref: Annotated[
+        str, typer.Argument(metavar="NAME@ID", help="A dropped tenant.", show_default=False)
+    ],
+) -> None:
+    """End a dropped tenant's retention now: its snapshots go and its objects become collectable."""
+    from engine.gc.retention import purge_tenant
+
+    state = cli_state(ctx)
+    tenant_arg(ref)
+    result = purge_tenant(state.store().catalog, ref)
+    if state.json:
+        render.emit_json(result.__dict__)
+    else:
+        render.say(
+            f"purged {result.tenant}: {result.memberships_ended} membership(s) ended, "
+            f"{result.snapshots_dropped} snapshot(s) dropped; `rewind gc` deletes its objects "
+            "after the grace period"
+        )

@@ -75,6 +75,14 @@ def start_job(catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str
                     f"`rewind restore-tenant {name} --resume {running['id']}` or "
                     f"`--cancel {running['id']}`"
                 )
+        doomed = tx.all("SELECT object_id, object_key FROM gc_pending")
+        used = {o.id for o in plan.used_objects()}
+        collected = [r["object_key"] for r in doomed if r["object_id"] in used]
+        if collected:
+            raise RestoreInProgress(
+                f"restore of tenant {plan.source.name!r}: garbage collection is deleting "
+                f"{len(collected)} object(s) the plan uses (e.g. {collected[0]}); plan again"
+            )
         ts = tx.commit_ts()
         tx.execute(
             "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "

@@ -86,8 +86,12 @@ class Catalog:
         self._migrate()
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """A write transaction: all or nothing, holding the write lock throughout."""
+    def transaction(self, *, rollback: bool = False) -> Iterator[Tx]:
+        """A write transaction: all or nothing, holding the write lock throughout.
+
+        ``rollback=True`` runs the same statements and then discards them: a dry
+        run sees exactly what the real run would decide.
+        """
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -95,7 +99,7 @@ class Catalog:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            self._conn.execute("ROLLBACK" if rollback else "COMMIT")
 
     @contextmanager
     def snapshot(self) -> Iterator[Tx]:

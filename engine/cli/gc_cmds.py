@@ -1,0 +1,199 @@
+"""``rewind gc`` and ``rewind storage``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from engine.cli import render
+from engine.cli.context import cli_state, tenant_arg
+from engine.cli.restore_render import human_bytes
+from engine.gc.collect import DEFAULT_GRACE_US
+from engine.gc.reclaim import DEFAULT_THRESHOLD
+from engine.gc.run import GcReport, run_gc
+from engine.gc.storage import storage
+from tenants.times import format_duration, format_ts, parse_duration
+
+
+def gc_cmd(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted and why; delete nothing.")
+    ] = False,
+    grace: Annotated[
+        str, typer.Option("--grace", help="Only delete what has been unreferenced this long.")
+    ] = format_duration(DEFAULT_GRACE_US),
+    allow_short_grace: Annotated[
+        bool, typer.Option("--allow-short-grace", help="Permit a grace under 1h.")
+    ] = False,
+    no_compact: Annotated[
+        bool,
+        typer.Option(
+            "--no-compact", help="Skip full compaction of tables with reclaimable versions."
+        ),
+    ] = False,
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold",
+            help="Full-compact a table when this fraction of its rows is reclaimable.",
+        ),
+    ] = DEFAULT_THRESHOLD,
+) -> None:
+    """Collect garbage: expired tenants, versions no protected time needs, unreferenced objects, orphans."""
+    state = cli_state(ctx)
+    grace_us = 0 if grace.strip() in ("0", "0s") else parse_duration(grace)
+    report = run_gc(
+        state.store(),
+        dry_run=dry_run,
+        grace_us=grace_us,
+        allow_short_grace=allow_short_grace,
+        compact=not no_compact,
+        threshold=threshold,
+    )
+    if state.json:
+        render.emit_json(gc_json(report))
+        return
+    _print_gc(report)
+
+
+def gc_json(report: GcReport) -> dict[str, Any]:
+    c = report.collected
+    return {
+        "dry_run": report.dry_run,
+        "purged_tenants": [p.tenant for p in c.purged],
+        "compacted": [
+            {
+                "tenant": r.tenant,
+                "table": r.table.qualified,
+                "reclaimable_rows": r.reclaimable_rows,
+                "rows": r.rows,
+                "objects_in": res.inputs,
+                "objects_out": res.outputs,
+            }
+            for r, res in report.compacted
+        ],
+        "reclaimable": [
+            {
+                "tenant": r.tenant,
+                "table": r.table.qualified,
+                "rows": r.rows,
+                "reclaimable_rows": r.reclaimable_rows,
+                "reclaimable_bytes": r.reclaimable_bytes,
+            }
+            for r in report.reclaimable
+        ],
+        "objects": [
+            {
+                "key": x.key,
+                "bytes": x.bytes,
+                "reason": x.reason,
+                "unreferenced_since": x.unreferenced_since,
+            }
+            for x in c.candidates
+        ],
+        "deleted_objects": c.deleted_objects,
+        "deleted_bytes": c.deleted_bytes,
+        "resumed": c.resumed,
+        "orphans": [{"key": o.key, "bytes": o.size} for o in report.orphans.orphans],
+        "orphans_too_young": report.orphans.too_young,
+        "kept_not_ours": list(report.orphans.not_ours),
+        "seconds": report.seconds,
+    }
+
+
+def _print_gc(report: GcReport) -> None:
+    verb = "would delete" if report.dry_run else "deleted"
+    table = Table(title=f"gc: objects {verb}")
+    for col in ("key", "bytes", "why"):
+        table.add_column(col, overflow="fold")
+    for x in report.collected.candidates:
+        table.add_row(
+            x.key, human_bytes(x.bytes), f"{x.reason} ({format_ts(x.unreferenced_since)})"
+        )
+    for o in report.orphans.orphans:
+        table.add_row(
+            o.key, human_bytes(o.size), "orphan: unknown to the catalog, older than the grace"
+        )
+    if table.row_count:
+        render.show(table)
+    for p in report.collected.purged:
+        render.say(
+            f"purged retired tenant {p.tenant}: {p.memberships_ended} membership(s), {p.snapshots_dropped} snapshot(s)"
+        )
+    for r in report.reclaimable:
+        if r.reclaimable_rows:
+            render.say(
+                f"{r.tenant}/{r.table.qualified}: {r.reclaimable_rows:,} of {r.rows:,} rows "
+                f"(~{human_bytes(r.reclaimable_bytes)}) no protected time needs"
+            )
+    for r, res in report.compacted:
+        render.say(
+            f"full-compacted {r.tenant}/{r.table.qualified}: {res.inputs} → {res.outputs} object(s)"
+        )
+    c = report.collected
+    n = len(c.candidates) + len(report.orphans.orphans)
+    size = sum(x.bytes for x in c.candidates) + report.orphans.orphan_bytes
+    if report.dry_run:
+        render.say(f"dry run: would delete {n} object(s), {human_bytes(size)}; nothing was changed")
+    else:
+        render.say(
+            f"deleted {c.deleted_objects + len(report.orphans.orphans)} object(s), "
+            f"{human_bytes(c.deleted_bytes + report.orphans.orphan_bytes)}"
+            + (f" ({c.resumed} finished from an earlier run)" if c.resumed else "")
+        )
+    if report.orphans.too_young:
+        render.say(f"kept {report.orphans.too_young} unknown key(s) younger than the grace period")
+
+
+def storage_cmd(
+    ctx: typer.Context,
+    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+) -> None:
+    """Bytes a tenant holds: live, held only by snapshots/PITR, and shared with other tenants."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    report = storage(state.store().catalog, state.store().objects, tenant)
+    if state.json:
+        render.emit_json(
+            {
+                "tenant": report.tenant,
+                "bytes": report.bytes,
+                "history_only_bytes": report.history_only_bytes,
+                "shared_bytes": report.shared_bytes,
+                "tables": [t.__dict__ for t in report.tables],
+            }
+        )
+        return
+    table = Table(title=f"storage of {report.tenant}")
+    for col in (
+        "table",
+        "objects",
+        "bytes",
+        "only for snapshots/PITR",
+        "shared with other tenants",
+    ):
+        table.add_column(col, justify="right" if col != "table" else "left")
+    for t in report.tables:
+        table.add_row(
+            t.table,
+            f"{t.objects:,}",
+            human_bytes(t.bytes),
+            human_bytes(t.history_only_bytes),
+            human_bytes(t.shared_bytes),
+        )
+    table.add_row(
+        "total",
+        "",
+        human_bytes(report.bytes),
+        human_bytes(report.history_only_bytes),
+        human_bytes(report.shared_bytes),
+    )
+    render.show(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gc")(gc_cmd)
+    app.command("storage")(storage_cmd)

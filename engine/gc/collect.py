@@ -1,0 +1,127 @@
+"""Object GC: decide from the complete catalog, record, delete, then forget.
+
+An object is garbage only when no live membership row of any tenant
+references it (a dropped tenant keeps its memberships until purged), no
+unfinished job pins it, and it has been unreferenced longer than the grace
+period. The order is crash-safe, as in checkpoint GC of streaming engines:
+
+1. one transaction ends expired protections and records every decision in
+   ``gc_pending`` (the keep-set is built inside it; any error propagates:
+   never delete what could not be proven safe);
+2. the keys are deleted from the object store (batched, idempotent);
+3. one transaction drops the catalog rows.
+
+A rerun first finishes whatever ``gc_pending`` still holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from engine.gc.retention import PurgeResult, expire_retention
+from tenants.catalog import Catalog, Tx
+from tenants.objectstore import ObjectStore
+from tenants.protection import wall_now
+from tenants.times import US
+
+log = logging.getLogger(__name__)
+DEFAULT_GRACE_US = US["h"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    object_id: str
+    key: str
+    bytes: int
+    unreferenced_since: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class CollectReport:
+    dry_run: bool
+    purged: tuple[PurgeResult, ...]
+    candidates: tuple[Candidate, ...]
+    deleted_objects: int = 0
+    deleted_bytes: int = 0
+    resumed: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def find_garbage(tx: Tx, now: int, grace_us: int) -> list[Candidate]:
+    """Every object no one references or pins, unreferenced for longer than the grace."""
+    rows = tx.all(
+        "SELECT o.id, o.object_key, o.byte_size, o.created_ts, MAX(m.removed_ts) AS last_ref, "
+        "COUNT(m.object_id) AS memberships "
+        "FROM objects o LEFT JOIN membership m ON m.object_id = o.id "
+        "WHERE o.id NOT IN (SELECT object_id FROM gc_pending) "
+        "AND o.id NOT IN (SELECT p.object_id FROM job_pins p JOIN restore_jobs j ON j.id = p.job_id "
+        "  WHERE j.state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')) "
+        "GROUP BY o.id, o.object_key, o.byte_size, o.created_ts "
+        "HAVING SUM(CASE WHEN m.object_id IS NOT NULL AND m.removed_ts IS NULL THEN 1 ELSE 0 END) = 0 "
+        "ORDER BY o.object_key",
+    )
+    found = []
+    for row in rows:
+        since = row["last_ref"] if row["last_ref"] is not None else row["created_ts"]
+        if since + grace_us <= now:
+            reason = (
+                f"unreferenced since {since} by all {row['memberships']} table membership(s)"
+                if row["memberships"]
+                else "never referenced by a table"
+            )
+            found.append(Candidate(row["id"], row["object_key"], row["byte_size"], since, reason))
+    return found
+
+
+def collect(
+    catalog: Catalog, store: ObjectStore, *, grace_us: int = DEFAULT_GRACE_US, dry_run: bool = True
+) -> CollectReport:
+    """Collect garbage objects; with ``dry_run`` (the default) only report them."""
+    with catalog.transaction(rollback=dry_run) as tx:
+        now = wall_now(tx)
+        purged = expire_retention(tx)
+        candidates = find_garbage(tx, now, grace_us)
+        if not dry_run:
+            tx.executemany(
+                "INSERT INTO gc_pending (object_id, object_key, byte_size, decided_ts) VALUES (?, ?, ?, ?)",
+                [(c.object_id, c.key, c.bytes, now) for c in candidates],
+            )
+    if dry_run:
+        return CollectReport(True, tuple(purged), tuple(candidates))
+    deleted, size, resumed = finish_pending(catalog, store, {c.object_id for c in candidates})
+    log.info(
+        "gc: purged %d tenant(s), deleted %d object(s), %d bytes (%d resumed from an earlier run)",
+        len(purged),
+        deleted,
+        size,
+        resumed,
+    )
+    return CollectReport(False, tuple(purged), tuple(candidates), deleted, size, resumed)
+
+
+def finish_pending(
+    catalog: Catalog, store: ObjectStore, fresh: set[str] | None = None
+) -> tuple[int, int, int]:
+    """Delete every recorded decision from the store, then from the catalog."""
+    with catalog.snapshot() as tx:
+        pending = tx.all(
+            "SELECT object_id, object_key, byte_size FROM gc_pending ORDER BY object_key"
+        )
+    if not pending:
+        return 0, 0, 0
+    store.delete_many(r["object_key"] for r in pending)
+    ids = [r["object_id"] for r in pending]
+    with catalog.transaction() as tx:
+        for chunk in _chunks(ids, 500):
+            marks = ", ".join("?" for _ in chunk)
+            tx.execute(f"DELETE FROM membership WHERE object_id IN ({marks})", chunk)
+            tx.execute(f"DELETE FROM objects WHERE id IN ({marks})", chunk)
+            tx.execute(f"DELETE FROM gc_pending WHERE object_id IN ({marks})", chunk)
+    resumed = len([i for i in ids if fresh is None or i not in fresh])
+    return len(pending), sum(int(r["byte_size"]) for r in pending), resumed
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -1,0 +1,65 @@
+"""``rewind gc``: end expired protections, compact what history freed, collect, sweep.
+
+Order matters: full compaction first (its replaced objects then age through
+the grace period like any other), object collection next, the orphan sweep
+last. Destructive by request only: ``dry_run`` defaults to True, and a grace
+shorter than an hour needs ``allow_short_grace``, as delta-rs's vacuum does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from engine.gc.collect import DEFAULT_GRACE_US, CollectReport, collect
+from engine.gc.orphans import OrphanReport, sweep_orphans
+from engine.gc.reclaim import DEFAULT_THRESHOLD, Reclaimable, compact_reclaimable, scan
+from tenants.compaction import CompactionResult
+from tenants.errors import InvalidArgument
+from tenants.store import TableStore
+from tenants.times import format_duration
+
+
+@dataclass(frozen=True)
+class GcReport:
+    dry_run: bool
+    reclaimable: tuple[Reclaimable, ...]
+    compacted: tuple[tuple[Reclaimable, CompactionResult], ...]
+    collected: CollectReport
+    orphans: OrphanReport
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def run_gc(
+    store: TableStore,
+    *,
+    dry_run: bool = True,
+    grace_us: int = DEFAULT_GRACE_US,
+    allow_short_grace: bool = False,
+    compact: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> GcReport:
+    if grace_us < DEFAULT_GRACE_US and not allow_short_grace:
+        raise InvalidArgument(
+            f"a grace period of {format_duration(grace_us) if grace_us else '0s'} is shorter than "
+            f"{format_duration(DEFAULT_GRACE_US)}: objects of writes still in flight could be deleted; "
+            "pass --allow-short-grace if you are sure"
+        )
+    if not 0 < threshold <= 1:
+        raise InvalidArgument(f"compaction threshold must be in (0, 1], got {threshold}")
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+    found = scan(store.catalog, store.objects) if compact else []
+    compacted = (
+        []
+        if dry_run
+        else compact_reclaimable(store.catalog, store.objects, found, threshold=threshold)
+    )
+    seconds["compact"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    collected = collect(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
+    seconds["collect"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    orphans = sweep_orphans(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
+    seconds["orphans"] = time.perf_counter() - clock
+    return GcReport(dry_run, tuple(found), tuple(compacted), collected, orphans, seconds)

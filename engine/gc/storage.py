@@ -1,0 +1,77 @@
+"""Where a tenant's bytes go: live, held only by history, shared with other tenants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine.gc.reclaim import measure
+from tenants.catalog import Catalog
+from tenants.objects import live_objects
+from tenants.objectstore import ObjectStore
+from tenants.protection import protection
+from tenants.tenancy import find_tenant, tables_at
+
+
+@dataclass(frozen=True)
+class TableStorage:
+    table: str
+    objects: int
+    bytes: int
+    history_only_bytes: int  # rows only snapshots / the PITR window still need (estimated)
+    shared_bytes: int  # objects also referenced by another tenant's tables
+
+
+@dataclass(frozen=True)
+class StorageReport:
+    tenant: str
+    tables: tuple[TableStorage, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tables)
+
+    @property
+    def history_only_bytes(self) -> int:
+        return sum(t.history_only_bytes for t in self.tables)
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(t.shared_bytes for t in self.tables)
+
+
+def storage(catalog: Catalog, store: ObjectStore, tenant: str) -> StorageReport:
+    with catalog.snapshot() as tx:
+        record = find_tenant(tx, tenant)
+        guard = protection(tx, record)
+        now_only = replace(guard, snapshots=(), window=None)
+        work = []
+        for table in tables_at(tx, record, tx.last_ts()):
+            objects = live_objects(tx, table.id)
+            shared = {
+                r["object_id"]
+                for r in tx.all(
+                    "SELECT DISTINCT m.object_id FROM membership m JOIN tables t ON t.id = m.table_id "
+                    "JOIN membership mine ON mine.object_id = m.object_id AND mine.table_id = ? "
+                    "AND mine.removed_ts IS NULL "
+                    "WHERE m.removed_ts IS NULL AND t.tenant_id <> ?",
+                    (table.id, record.id),
+                )
+            }
+            work.append((table, objects, shared))
+    result = []
+    for table, objects, shared in work:
+        history = (
+            measure(store, record.name, table, objects, now_only).reclaimable_bytes
+            if objects
+            else 0
+        )
+        result.append(
+            TableStorage(
+                table.qualified,
+                len(objects),
+                sum(o.bytes for o in objects),
+                history,
+                sum(o.bytes for o in objects if o.id in shared),
+            )
+        )
+    return StorageReport(record.ref, tuple(result))
