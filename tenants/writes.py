@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tenants.catalog import Catalog
+from tenants.catalog import Catalog, Tx
 from tenants.errors import InvalidArgument, KeyViolation, SchemaMismatch
 from tenants.object_io import write_object
 from tenants.objects import ObjectKind, add_member, insert_object
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS, TableSchema
-from tenants.tenancy import active_tenant, find_table, touch_tenant
+from tenants.tenancy import TenantRecord, active_tenant, find_table, touch_tenant
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def conform_rows(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
             f"batch for {where} does not match the table schema: "
             f"missing columns {missing}, unexpected columns {extra}; expected {expected}"
         )
-    return _cast_columns(batch, schema.arrow(), where)
+    return _cast_columns(batch, schema.arrow(), where, schema.primary_key)
 
 
 def conform_keys(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
@@ -59,10 +59,12 @@ def conform_keys(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
             f"delete keys for {where} must have exactly the key columns {keys}, "
             f"got {batch.column_names}"
         )
-    return _cast_columns(batch, schema.key_arrow(), where)
+    return _cast_columns(batch, schema.key_arrow(), where, schema.primary_key)
 
 
-def _cast_columns(batch: pa.Table, target: pa.Schema, where: str) -> pa.Table:
+def _cast_columns(
+    batch: pa.Table, target: pa.Schema, where: str, keys: tuple[str, ...] = ()
+) -> pa.Table:
     arrays = []
     for field in target:
         column = batch.column(field.name)
@@ -74,6 +76,8 @@ def _cast_columns(batch: pa.Table, target: pa.Schema, where: str) -> pa.Table:
                 f"which cannot be stored as {field.type}: {e}"
             ) from e
         if not field.nullable and column.null_count:
+            if field.name in keys:
+                raise KeyViolation(f"batch for {where} has a null in key column {field.name!r}")
             raise SchemaMismatch(f"column {field.name!r} of {where} is NOT NULL but has nulls")
         arrays.append(column)
     return pa.Table.from_arrays(arrays, schema=target)
@@ -117,41 +121,57 @@ def write(
     if (upserts is None or upserts.num_rows == 0) and (deletes is None or deletes.num_rows == 0):
         raise InvalidArgument(f"nothing to write to {database}.{table} of tenant {tenant!r}")
     with catalog.transaction() as tx:
-        tenant_rec = active_tenant(tx, tenant)
-        ts = tx.commit_ts()
-        target = find_table(tx, tenant_rec, database, table, ts)
-        where = f"{tenant_rec.name}/{target.qualified}"
-        schema = target.schema
-        pk = list(schema.primary_key)
-        batches: list[tuple[ObjectKind, pa.Table]] = []
-        if upserts is not None and upserts.num_rows:
-            rows = conform_rows(upserts, schema, where)
-            check_keys(rows, pk, where, "upserts")
-            batches.append(("data", rows))
-        if deletes is not None and deletes.num_rows:
-            keys = conform_keys(deletes, schema, where)
-            check_keys(keys, pk, where, "deletes")
-            batches.append(("tomb", keys))
-        object_ids = []
-        for kind, rows in batches:
-            rows = rows.append_column(
-                pa.field(TS, pa.int64(), False), pa.array([ts] * rows.num_rows, pa.int64())
-            )
-            record = write_object(
-                store,
-                rows,
-                tenant_id=tenant_rec.id,
-                table_id=target.id,
-                kind=kind,
-                fingerprint=schema.fingerprint,
-                primary_key=pk,
-                created_ts=ts,
-            )
-            insert_object(tx, record)
-            add_member(tx, target.id, record.id, ts)
-            object_ids.append(record.id)
-        touch_tenant(tx, tenant_rec.id, ts)
-        log.info("tenant %s table %s: commit ts %d wrote %s", where, target.id, ts, object_ids)
+        return commit(tx, store, active_tenant(tx, tenant), database, table, upserts, deletes)
+
+
+def commit(
+    tx: Tx,
+    store: ObjectStore,
+    tenant_rec: TenantRecord,
+    database: str,
+    table: str,
+    upserts: pa.Table | None,
+    deletes: pa.Table | None,
+) -> WriteResult:
+    """The commit itself, inside the caller's transaction, for an already-resolved tenant.
+
+    ``write`` uses it for active tenants; a logical reload uses it for the
+    staging tenant it is building, so both take exactly the same path.
+    """
+    ts = tx.commit_ts()
+    target = find_table(tx, tenant_rec, database, table, ts)
+    where = f"{tenant_rec.name}/{target.qualified}"
+    schema = target.schema
+    pk = list(schema.primary_key)
+    batches: list[tuple[ObjectKind, pa.Table]] = []
+    if upserts is not None and upserts.num_rows:
+        rows = conform_rows(upserts, schema, where)
+        check_keys(rows, pk, where, "upserts")
+        batches.append(("data", rows))
+    if deletes is not None and deletes.num_rows:
+        keys = conform_keys(deletes, schema, where)
+        check_keys(keys, pk, where, "deletes")
+        batches.append(("tomb", keys))
+    object_ids = []
+    for kind, rows in batches:
+        rows = rows.append_column(
+            pa.field(TS, pa.int64(), False), pa.array([ts] * rows.num_rows, pa.int64())
+        )
+        record = write_object(
+            store,
+            rows,
+            tenant_id=tenant_rec.id,
+            table_id=target.id,
+            kind=kind,
+            fingerprint=schema.fingerprint,
+            primary_key=pk,
+            created_ts=ts,
+        )
+        insert_object(tx, record)
+        add_member(tx, target.id, record.id, ts)
+        object_ids.append(record.id)
+    touch_tenant(tx, tenant_rec.id, ts)
+    log.info("tenant %s table %s: commit ts %d wrote %s", where, target.id, ts, object_ids)
     return WriteResult(
         ts=ts,
         upserted=upserts.num_rows if upserts is not None else 0,

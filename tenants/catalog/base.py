@@ -149,6 +149,12 @@ class Catalog:
         """Apply step ``version`` (from ``version - 1``) in one transaction."""
         _, statements = MIGRATIONS[version - 1]
         with self.transaction() as tx:
+            # Another process may have applied this step since we looked: the
+            # write lock is ours now, so check again before applying it.
+            if tx.scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
+                current = int(tx.scalar("SELECT value FROM meta WHERE key = 'schema_version'"))
+                if current >= version:
+                    return
             for statement in statements:
                 tx.execute(statement)
             for key, value in (

@@ -26,7 +26,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             """CREATE TABLE tenants (
                 id VARCHAR(32) PRIMARY KEY,
                 name VARCHAR(63) NOT NULL,
-                state VARCHAR(16) NOT NULL CHECK (state IN ('active', 'dropped')),
+                state VARCHAR(16) NOT NULL CHECK (state IN ('active', 'dropped', 'staging')),
                 created_ts BIGINT NOT NULL,
                 dropped_ts BIGINT)""",
             "CREATE UNIQUE INDEX tenants_live_name ON tenants (name) WHERE state = 'active'",

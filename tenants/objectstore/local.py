@@ -51,9 +51,10 @@ class LocalObjectStore:
         return ObjectInfo(key, stat.st_size, stat.st_mtime_ns // 1000)
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        base = self._path(prefix) if prefix else self.root
-        start = base if base.is_dir() else base.parent
-        if not start.exists():
+        # S3 semantics: "a" matches "a/1" and "ab/4"; walk from the prefix's directory.
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self._path(directory) if directory else self.root
+        if not start.is_dir():
             return
         for dirpath, _, files in os.walk(start):
             for name in sorted(files):
