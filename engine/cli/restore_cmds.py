@@ -24,7 +24,13 @@ from engine.cli.restore_render import (
 )
 from engine.executors import choose_executor
 from engine.restore.history import history as load_history
-from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, resume_restore
+from engine.restore.job import (
+    RestoreOutcome,
+    cancel_restore,
+    choose_method,
+    restore_tenant,
+    resume_restore,
+)
 from engine.restore.journal import load_job
 from engine.restore.plan import plan_restore
 from engine.restore.rewrite import RewriteResult
@@ -55,6 +61,9 @@ def restore_tenant_cmd(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
     executor: Annotated[str, typer.Option("--executor", help="local, spark or auto.")] = "auto",
     verify: Annotated[str, typer.Option("--verify", help="none, objects or full.")] = "objects",
+    method: Annotated[
+        str, typer.Option("--method", help="physical, logical (dump and reload) or auto.")
+    ] = "auto",
     resume: Annotated[
         str | None,
         typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
@@ -97,15 +106,24 @@ def restore_tenant_cmd(
     if dry_run:
         plan = plan_restore(store.catalog, tenant, point, to=to)
         chosen = choose_executor(executor, plan.totals()["rewrite"][1]).name
+        how, why = choose_method(method, plan)
         if as_json:
-            render.emit_json(plan_json(plan, chosen))
+            render.emit_json(plan_json(plan, chosen) | {"method": how, "method_reason": why})
         else:
             render.show(plan_table(plan, chosen))
+            render.say(f"method {why}")
             render.say("dry run: nothing was changed")
         return
     with _progress(as_json) as report:
         outcome = restore_tenant(
-            store, tenant, point, to=to, executor=executor, verify=verify, progress=report
+            store,
+            tenant,
+            point,
+            to=to,
+            executor=executor,
+            verify=verify,
+            method=method,
+            progress=report,
         )
     _print_outcome(outcome, as_json)
 

@@ -35,6 +35,7 @@ class JobRecord:
     plan: RestorePlan
     executor: str
     verify: str
+    method: str
     error: str | None
     created_ts: int
     updated_ts: int
@@ -48,6 +49,7 @@ class JobRecord:
             RestorePlan.from_json(row["plan_json"]),
             row["executor"],
             row["verify"],
+            row["method"],
             row["error"],
             row["created_ts"],
             row["updated_ts"],
@@ -63,7 +65,9 @@ def _running(tx: Tx, name: str) -> Row | None:
     )
 
 
-def start_job(catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str) -> JobRecord:
+def start_job(
+    catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str, method: str = "physical"
+) -> JobRecord:
     """Journal the plan, its tasks and pins in one transaction; take the tenant lock."""
     with catalog.transaction() as tx:
         for name in {plan.target_name, plan.source.name}:
@@ -87,7 +91,7 @@ def start_job(catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str
         tx.execute(
             "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
             "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, plan_json, "
-            "created_ts, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'physical', 'planned', ?, ?, ?, ?, ?)",
+            "created_ts, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?)",
             (
                 plan.job_id,
                 plan.target_name,
@@ -97,6 +101,7 @@ def start_job(catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str
                 plan.target_name,
                 plan.at_ts,
                 plan.mode,
+                method,
                 executor,
                 verify,
                 plan.to_json(),

@@ -1,0 +1,1 @@
+"""Logical dump-and-reload: the fallback restore path and the portable backup."""

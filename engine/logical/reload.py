@@ -1,0 +1,162 @@
+"""Reload: load a dump into a new tenant, verify it, then swap names.
+
+The new tenant is built in state ``staging``: it holds the target name but is
+invisible to lookups by name, so nothing visible changes until the install
+transaction, which (in place) retires the current holder of the name and
+makes the staging tenant active, exactly as the physical path does. Data goes
+through the normal write path (``tenants.writes.commit``), one commit per dump
+file, so each file becomes one sorted object. Counts and content hashes are
+checked against the manifest before the install. A rerun wipes a half-built
+staging tenant and starts its load again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from engine.logical.manifest import DumpManifest, check_file, read_manifest
+from tenants.catalog import Tx
+from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject
+from tenants.objectstore import ObjectStore
+from tenants.parquet_codec import content_hash, decode
+from tenants.reads import plan_read, read_local
+from tenants.store import TableStore
+from tenants.tenancy import (
+    DEFAULT_RETENTION_US,
+    TenantRecord,
+    create_table,
+    new_id,
+    retire_tenant,
+    tenant_by_id,
+)
+from tenants.writes import commit
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReloadResult:
+    tenant: TenantRecord
+    manifest: DumpManifest
+    rows: int
+    seconds: float
+
+
+def reload_dump(
+    store: TableStore,
+    dump: ObjectStore,
+    root: str,
+    *,
+    target_name: str,
+    replace_tenant_id: str | None = None,
+    staging_id: str | None = None,
+    job_id: str | None = None,
+    retention_us: int = DEFAULT_RETENTION_US,
+) -> ReloadResult:
+    """Load the dump at ``root`` as tenant ``target_name``.
+
+    ``replace_tenant_id`` (in place) names the active tenant to retire at the
+    swap; without it the name must be free (a clone or a new deployment).
+    """
+    started = time.perf_counter()
+    root = root.rstrip("/")
+    manifest = read_manifest(dump, root)
+    staging_id = staging_id or new_id()
+    with store.catalog.transaction() as tx:
+        if replace_tenant_id is None and _active(tx, target_name):
+            raise AlreadyExists(
+                f"cannot load the dump as {target_name!r}: an active tenant has that name; "
+                "choose another name"
+            )
+        wipe_staging(tx, store.objects, staging_id)
+        staging = _create_staging(tx, staging_id, target_name)
+        for table in manifest.tables:
+            create_table(tx, staging, table.database, table.name, table.schema())
+    rows = 0
+    for table in manifest.tables:
+        for entry in table.files:
+            part = decode(
+                check_file(dump, root, entry), f"{dump.warehouse.uri}/{root}/{entry.path}"
+            )
+            if part.num_rows:
+                with store.catalog.transaction() as tx:
+                    commit(tx, store.objects, staging, table.database, table.name, part, None)
+            rows += part.num_rows
+    _verify(store, manifest, staging)
+    with store.catalog.transaction() as tx:
+        ts = tx.commit_ts()
+        if replace_tenant_id is not None:
+            replaced = tenant_by_id(tx, replace_tenant_id)
+            if replaced.state != "active" or replaced.name != target_name:
+                raise ConcurrentModification(
+                    f"tenant {replaced.ref} is no longer the active holder of {target_name!r}; "
+                    "cancel and restore again"
+                )
+            retire_tenant(tx, replaced, ts, retention_us)
+        elif _active(tx, target_name):
+            raise ConcurrentModification(
+                f"the name {target_name!r} was taken while the dump loaded"
+            )
+        tx.execute(
+            "UPDATE tenants SET state = 'active', source_tenant_id = ?, source_ts = ?, "
+            "restore_job_id = ?, last_change_ts = ? WHERE id = ? AND state = 'staging'",
+            (manifest.source_tenant_id, manifest.at_ts, job_id, ts, staging_id),
+        )
+        tenant = tenant_by_id(tx, staging_id)
+    log.info("loaded dump %s (%d rows) as tenant %s", manifest.dump_id, rows, tenant.ref)
+    return ReloadResult(tenant, manifest, rows, time.perf_counter() - started)
+
+
+def _active(tx: Tx, name: str) -> bool:
+    return tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,)) is not None
+
+
+def _create_staging(tx: Tx, staging_id: str, name: str) -> TenantRecord:
+    ts = tx.commit_ts()
+    tx.execute(
+        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) VALUES (?, ?, 'staging', ?, ?)",
+        (staging_id, name, ts, ts),
+    )
+    return tenant_by_id(tx, staging_id)
+
+
+def wipe_staging(tx: Tx, objects: ObjectStore, staging_id: str) -> None:
+    """Forget a half-built staging tenant left by a crash (its objects become orphans)."""
+    row = tx.one("SELECT state FROM tenants WHERE id = ?", (staging_id,))
+    if row is None:
+        return
+    if row["state"] != "staging":
+        raise ConcurrentModification(f"tenant id {staging_id} is already {row['state']}")
+    table_ids = [
+        r["id"] for r in tx.all("SELECT id FROM tables WHERE tenant_id = ?", (staging_id,))
+    ]
+    for table_id in table_ids:
+        object_ids = [
+            r["object_id"]
+            for r in tx.all("SELECT object_id FROM membership WHERE table_id = ?", (table_id,))
+        ]
+        tx.execute("DELETE FROM membership WHERE table_id = ?", (table_id,))
+        for object_id in object_ids:
+            tx.execute(
+                "DELETE FROM objects WHERE id = ? AND id NOT IN (SELECT object_id FROM membership)",
+                (object_id,),
+            )
+        tx.execute("DELETE FROM schema_versions WHERE table_id = ?", (table_id,))
+    tx.execute("DELETE FROM tables WHERE tenant_id = ?", (staging_id,))
+    tx.execute("DELETE FROM databases WHERE tenant_id = ?", (staging_id,))
+    tx.execute("DELETE FROM tenants WHERE id = ?", (staging_id,))
+
+
+def _verify(store: TableStore, manifest: DumpManifest, staging: TenantRecord) -> None:
+    for table in manifest.tables:
+        rows = read_local(
+            store.objects, plan_read(store.catalog, staging.ref, table.database, table.name)
+        )
+        keys = list(table.schema().primary_key)
+        if rows.num_rows != table.rows or content_hash(rows, keys) != table.content_hash:
+            raise CorruptObject(
+                f"reloading dump {manifest.dump_id}: table {table.qualified} holds {rows.num_rows} rows, "
+                f"the manifest says {table.rows} (or their contents differ); nothing was installed"
+            )
