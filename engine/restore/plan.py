@@ -186,8 +186,12 @@ def plan_restore(
     *,
     to: str | None = None,
     job_id: str | None = None,
+    check_target: bool = True,
 ) -> RestorePlan:
     """Plan restoring ``tenant`` to ``point`` (snapshot name, instant or ts).
+
+    ``check_target=False`` plans only what to read (for a backup): no target
+    name is checked or taken.
 
     In place (``to=None``) the new tenant takes the name and the current one is
     retired at install; with ``to`` the new tenant is a clone under that name.
@@ -202,8 +206,10 @@ def plan_restore(
     with catalog.snapshot() as tx:
         current = find_tenant(tx, tenant)
         source, at_ts, label = resolve_point(tx, current, point)
-        mode: Mode = "clone" if to is not None else "in_place"
-        if to is not None:
+        mode: Mode = "clone" if to is not None or not check_target else "in_place"
+        if not check_target:
+            target, replaced = to or current.name, None
+        elif to is not None:
             tenant_name(to)
             if tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (to,)):
                 raise AlreadyExists(

@@ -1,0 +1,1 @@
+"""Backups that outlive the bucket: logical (a dump) or physical (the snapshot's objects)."""

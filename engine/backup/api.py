@@ -1,0 +1,170 @@
+"""Backup operations: create, list, show, verify, delete, restore.
+
+``logical`` backups are dumps (engine.logical); ``physical`` ones are the
+snapshot's objects (engine.backup.physical). Either restores into any catalog
+and warehouse, so a backup outlives the source bucket and deployment.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from engine.backup.destination import (
+    BackupEntry,
+    backup_root,
+    list_backups,
+    manifest_kind,
+    open_destination,
+)
+from engine.backup.physical import (
+    create_physical,
+    read_physical_manifest,
+    restore_physical,
+    verify_physical,
+)
+from engine.logical.dump import dump_tenant
+from engine.logical.manifest import verify_dump
+from engine.logical.reload import reload_dump
+from tenants.errors import InvalidArgument, NotFound
+from tenants.names import tenant_name
+from tenants.store import TableStore
+from tenants.tenancy import TenantRecord, new_id
+
+Kind = Literal["logical", "physical"]
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    backup_id: str
+    kind: str
+    uri: str
+    objects: int
+    copied_objects: int
+    copied_bytes: int
+    referenced_objects: int
+    rows: int | None
+    seconds: float
+
+
+def create_backup(
+    store: TableStore,
+    tenant: str,
+    point: str | int,
+    uri: str,
+    *,
+    kind: str = "physical",
+    reader: str = "local",
+) -> BackupResult:
+    if kind not in ("logical", "physical"):
+        raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
+    dest = open_destination(uri, create=True)
+    backup_id = new_id()
+    if kind == "logical":
+        result = dump_tenant(
+            store, tenant, point, dest, backup_root(backup_id), reader=reader, dump_id=backup_id
+        )  # type: ignore[arg-type]
+        files = sum(len(t.files) for t in result.manifest.tables)
+        return BackupResult(
+            backup_id,
+            kind,
+            uri,
+            files,
+            files,
+            result.manifest.bytes,
+            0,
+            result.manifest.rows,
+            result.seconds,
+        )
+    phys = create_physical(store, tenant, point, dest, backup_id)
+    return BackupResult(
+        backup_id,
+        kind,
+        uri,
+        phys.objects,
+        phys.copied_objects,
+        phys.copied_bytes,
+        phys.referenced_objects,
+        None,
+        phys.seconds,
+    )
+
+
+def backups(uri: str) -> list[BackupEntry]:
+    return list_backups(open_destination(uri, create=False))
+
+
+def show_backup(uri: str, backup_id: str) -> dict[str, Any]:
+    dest = open_destination(uri, create=False)
+    manifest_kind(dest, backup_id)
+    raw: dict[str, Any] = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
+    raw.pop("plan", None)
+    objects = raw.pop("objects", None)
+    if objects is not None:
+        raw["object_count"] = len(objects)
+    return raw
+
+
+def verify_backup(uri: str, backup_id: str) -> int:
+    """Re-read every file of the backup and check sizes and hashes; loads nothing."""
+    dest = open_destination(uri, create=False)
+    if manifest_kind(dest, backup_id) == "logical":
+        manifest = verify_dump(dest, backup_root(backup_id))
+        return sum(len(t.files) for t in manifest.tables)
+    return verify_physical(dest, backup_id)
+
+
+def delete_backup(uri: str, backup_id: str) -> int:
+    """Delete a backup: its manifest first (so it is never half-listed), then its files.
+
+    Objects of a physical backup are deleted only if no other physical backup
+    at the destination references them.
+    """
+    dest = open_destination(uri, create=False)
+    entries = {e.backup_id: e for e in list_backups(dest)}
+    if backup_id not in entries:
+        raise NotFound(f"no backup {backup_id} at {uri}")
+    shared: set[str] = set()
+    mine: set[str] = set()
+    for other in entries.values():
+        if other.kind == "physical" and other.complete:
+            paths = {
+                v["path"] for v in read_physical_manifest(dest, other.backup_id)["objects"].values()
+            }  # type: ignore[attr-defined]
+            (mine if other.backup_id == backup_id else shared).update(paths)
+    root = backup_root(backup_id)
+    keys = [i.key for i in dest.list(f"{root}/")]
+    manifest = f"{root}/manifest.json"
+    deleted = dest.delete_many([k for k in keys if k == manifest])
+    deleted += dest.delete_many([k for k in keys if k != manifest] + sorted(mine - shared))
+    return deleted
+
+
+def restore_backup(
+    store: TableStore, uri: str, backup_id: str, *, tenant: str | None = None, replace: bool = False
+) -> tuple[TenantRecord, float]:
+    """Restore a backup into this store's catalog and warehouse as ``tenant``."""
+    started = time.perf_counter()
+    dest = open_destination(uri, create=False)
+    kind = manifest_kind(dest, backup_id)
+    raw = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
+    name = tenant_name(tenant or raw["source_tenant"])
+    if kind == "logical":
+        holder = None
+        if replace:
+            with store.catalog.snapshot() as tx:
+                row = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
+            holder = row["id"] if row else None
+        result = reload_dump(
+            store,
+            dest,
+            backup_root(backup_id),
+            target_name=name,
+            replace_tenant_id=holder,
+            job_id=backup_id,
+        )
+        return result.tenant, time.perf_counter() - started
+    record = restore_physical(store, dest, backup_id, name, replace_existing=replace)
+    return record, time.perf_counter() - started

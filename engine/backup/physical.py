@@ -1,0 +1,266 @@
+"""Physical backups: the snapshot's objects, copied, plus a manifest.
+
+Objects wholly inside the snapshot are copied as they are; straddling ones
+are rewritten at S (rows with ``__ts <= S``), so a physical backup keeps MVCC
+history up to S and the snapshots at or before it. Objects are immutable and
+stored by id under ``objects/``: one already present at the destination (an
+earlier backup) is referenced, not copied again, which makes backups
+incremental by construction. A rewritten object's id derives from (input, S),
+so the same straddler at the same S is stored once too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+
+import pyarrow.compute as pc
+
+from engine.backup.destination import backup_root
+from engine.restore.plan import RestorePlan, plan_restore
+from tenants.catalog import Tx
+from tenants.errors import AlreadyExists, CorruptObject, InvalidArgument
+from tenants.object_io import read_object
+from tenants.objects import ObjectRecord, add_member, insert_object, object_key, sort_by_key_and_ts
+from tenants.objectstore import ObjectStore
+from tenants.parquet_codec import encode
+from tenants.schema import TS
+from tenants.store import TableStore
+from tenants.tenancy import TenantRecord, new_id, retire_tenant, tenant_by_id
+
+FORMAT = "rewind-backup"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PhysicalResult:
+    backup_id: str
+    objects: int
+    copied_objects: int
+    copied_bytes: int
+    referenced_objects: int
+    rewritten_objects: int
+    stored_bytes: int
+    seconds: float
+
+
+def _stored_path(object_id: str) -> str:
+    return f"objects/{object_id}.parquet"
+
+
+def create_physical(
+    store: TableStore, tenant: str, point: str | int, dest: ObjectStore, backup_id: str
+) -> PhysicalResult:
+    started = time.perf_counter()
+    plan = plan_restore(store.catalog, tenant, point, check_target=False)
+    present = {info.key: info.size for info in dest.list("objects/")}
+    stored: dict[str, dict[str, object]] = {}
+    copied = copied_bytes = referenced = rewritten = 0
+    for table in plan.tables:
+        for item in table.objects:
+            if item.action == "skip":
+                continue
+            record = item.object
+            if item.action == "rewrite":
+                record = _rewritten_record(record, plan.at_ts)
+            path = _stored_path(record.id)
+            if present.get(path) == record.bytes and item.action == "reuse":
+                referenced += 1
+            elif item.action == "reuse":
+                data = store.objects.get(record.key)
+                if len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.checksum:
+                    raise CorruptObject(
+                        f"object {record.key} does not match its catalog record; backup stopped"
+                    )
+                dest.put(path, data)
+                copied += 1
+                copied_bytes += len(data)
+            else:
+                record, data = _rewrite(store, item.object, table.primary_key, plan.at_ts)
+                if present.get(path) == record.bytes:
+                    referenced += 1
+                else:
+                    dest.put(path, data)
+                    copied += 1
+                    copied_bytes += len(data)
+                rewritten += 1
+            stored[item.object.id] = {"path": path, "record": asdict(replace(record, key=path))}
+    total = sum(int(v["record"]["bytes"]) for v in stored.values())  # type: ignore[index]
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": "physical",
+        "backup_id": backup_id,
+        "source_tenant": plan.source.name,
+        "source_tenant_id": plan.source.id,
+        "at_ts": plan.at_ts,
+        "at_label": plan.at_label,
+        "created_ts": time.time_ns() // 1000,
+        "stored_bytes": total,
+        "plan": json.loads(plan.to_json()),
+        "objects": stored,
+    }
+    dest.put(
+        f"{backup_root(backup_id)}/manifest.json", json.dumps(manifest, sort_keys=True).encode()
+    )
+    return PhysicalResult(
+        backup_id,
+        len(stored),
+        copied,
+        copied_bytes,
+        referenced,
+        rewritten,
+        total,
+        time.perf_counter() - started,
+    )
+
+
+def _rewritten_record(record: ObjectRecord, at_ts: int) -> ObjectRecord:
+    """The id a straddler gets at S: derived from (input, S), so it is stored once."""
+    derived = hashlib.sha256(f"{record.id}@{at_ts}".encode()).hexdigest()[:32]
+    return replace(record, id=derived)
+
+
+def _rewrite(
+    store: TableStore, record: ObjectRecord, primary_key: tuple[str, ...], at_ts: int
+) -> tuple[ObjectRecord, bytes]:
+    rows = read_object(store.objects, record)
+    kept = sort_by_key_and_ts(rows.filter(pc.less_equal(rows.column(TS), at_ts)), primary_key)
+    data, checksum = encode(kept)
+    bounds = pc.min_max(kept.column(TS))
+    first = json.dumps([kept.column(k)[0].as_py() for k in primary_key], default=str)
+    last = json.dumps([kept.column(k)[kept.num_rows - 1].as_py() for k in primary_key], default=str)
+    derived = _rewritten_record(record, at_ts)
+    return (
+        replace(
+            derived,
+            rows=kept.num_rows,
+            bytes=len(data),
+            min_ts=int(bounds["min"].as_py()),
+            max_ts=int(bounds["max"].as_py()),
+            min_pk=first,
+            max_pk=last,
+            sorted=True,
+            checksum=checksum,
+        ),
+        data,
+    )
+
+
+def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, object]:
+    raw = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
+    if raw.get("format") != FORMAT or raw.get("format_version") != FORMAT_VERSION:
+        raise InvalidArgument(
+            f"backup {backup_id} has format {raw.get('format')!r} version {raw.get('format_version')!r}; "
+            f"this Rewind reads {FORMAT} version {FORMAT_VERSION}"
+        )
+    return raw  # type: ignore[no-any-return]
+
+
+def verify_physical(dest: ObjectStore, backup_id: str) -> int:
+    """Re-read every object of the backup; sizes and sha256 must match."""
+    raw = read_physical_manifest(dest, backup_id)
+    for entry in raw["objects"].values():  # type: ignore[attr-defined]
+        record = entry["record"]
+        data = dest.get(entry["path"])
+        if len(data) != record["bytes"] or hashlib.sha256(data).hexdigest() != record["checksum"]:
+            raise CorruptObject(
+                f"backup {backup_id}: object {dest.warehouse.uri}/{entry['path']} does not match the manifest"
+            )
+    return len(raw["objects"])  # type: ignore[arg-type]
+
+
+def restore_physical(
+    store: TableStore, dest: ObjectStore, backup_id: str, name: str, *, replace_existing: bool
+) -> TenantRecord:
+    """Copy the backup's objects into this warehouse and install them as tenant ``name``."""
+    raw = read_physical_manifest(dest, backup_id)
+    verify_physical(dest, backup_id)
+    plan = RestorePlan.from_json(json.dumps(raw["plan"]))
+    stored = raw["objects"]
+    tenant_id = new_id()
+    # Fresh table ids: the same backup may be restored more than once into one catalog.
+    fresh = {t.new_table_id: new_id() for t in plan.tables}
+    plan = replace(
+        plan, tables=tuple(replace(t, new_table_id=fresh[t.new_table_id]) for t in plan.tables)
+    )
+    installed: dict[str, list[ObjectRecord]] = {}
+    for table in plan.tables:
+        for item in table.objects:
+            if item.action == "skip":
+                continue
+            entry = stored[item.object.id]  # type: ignore[index]
+            record = ObjectRecord(**entry["record"])
+            object_id = new_id()
+            key = object_key(tenant_id, table.new_table_id, record.kind, object_id)
+            store.objects.put(key, dest.get(entry["path"]))
+            installed.setdefault(table.new_table_id, []).append(
+                replace(record, id=object_id, key=key)
+            )
+    with store.catalog.transaction() as tx:
+        ts = tx.commit_ts()
+        holder = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
+        if holder and not replace_existing:
+            raise AlreadyExists(
+                f"tenant {name!r} exists; restore the backup under another --tenant name, or pass --replace"
+            )
+        if holder:
+            retire_tenant(tx, tenant_by_id(tx, holder["id"]), ts, 7 * 86_400_000_000)
+        _install(tx, plan, tenant_id, name, installed, ts, backup_id)
+        return tenant_by_id(tx, tenant_id)
+
+
+def _install(
+    tx: Tx,
+    plan: RestorePlan,
+    tenant_id: str,
+    name: str,
+    installed: dict[str, list[ObjectRecord]],
+    ts: int,
+    backup_id: str,
+) -> None:
+    tx.execute(
+        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts, source_tenant_id, source_ts, "
+        "restore_job_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?)",
+        (tenant_id, name, ts, ts, plan.source.id, plan.at_ts, backup_id),
+    )
+    db_ids = {db: new_id() for db in plan.databases}
+    for db, (_, created) in plan.databases.items():
+        tx.execute(
+            "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
+            (db_ids[db], tenant_id, db, created),
+        )
+    for table in plan.tables:
+        tx.execute(
+            "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, dropped_ts) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                table.new_table_id,
+                tenant_id,
+                db_ids[table.database],
+                table.name,
+                table.created_ts,
+                table.dropped_ts,
+            ),
+        )
+        for v in table.schema_versions:
+            tx.execute(
+                "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, fingerprint) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    table.new_table_id,
+                    v.valid_from_ts,
+                    v.columns_json,
+                    v.primary_key_json,
+                    v.fingerprint,
+                ),
+            )
+        for record in installed.get(table.new_table_id, []):
+            insert_object(tx, replace(record, created_ts=ts))
+            add_member(tx, table.new_table_id, record.id, ts)
+    for snap in plan.snapshots:
+        tx.execute(
+            "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (tenant_id, snap.name, snap.ts, snap.kind, ts, snap.expires_at),
+        )

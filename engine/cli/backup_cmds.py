@@ -1,0 +1,159 @@
+"""``rewind backup create|list|show|verify|delete|restore``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from engine.backup.api import (
+    backups,
+    create_backup,
+    delete_backup,
+    restore_backup,
+    show_backup,
+    verify_backup,
+)
+from engine.cli import render
+from engine.cli.context import cli_state, tenant_arg
+from engine.cli.restore_render import human_bytes
+from tenants.errors import InvalidArgument, NotFound
+from tenants.names import tenant_name
+from tenants.times import format_ts
+
+app = typer.Typer(
+    help="Backups that outlive the bucket: logical dumps or physical object copies.",
+    no_args_is_help=True,
+)
+
+Uri = Annotated[
+    str,
+    typer.Argument(
+        metavar="URI", help="Backup destination, e.g. s3://other-bucket/prefix.", show_default=False
+    ),
+]
+BackupId = Annotated[str, typer.Argument(metavar="BACKUP_ID", show_default=False)]
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    snapshot: Annotated[
+        str, typer.Option("--snapshot", help="Snapshot name or protected time to back up.")
+    ],
+    to: Annotated[
+        str, typer.Option("--to", help="Destination URI (empty, or holding Rewind backups).")
+    ],
+    kind: Annotated[
+        str, typer.Option("--kind", help="physical (objects, incremental) or logical (a dump).")
+    ] = "physical",
+) -> None:
+    """Back up a tenant as of a snapshot to another bucket or directory."""
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    if kind not in ("logical", "physical"):
+        raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
+    result = create_backup(state.store(), tenant, snapshot, to, kind=kind)
+    if state.json:
+        render.emit_json(result.__dict__)
+        return
+    render.say(
+        f"backup {result.backup_id} ({result.kind}) of {tenant} at {snapshot} written to {to}: "
+        f"{result.objects} file(s), {result.copied_objects} copied ({human_bytes(result.copied_bytes)}), "
+        f"{result.referenced_objects} already there from earlier backups, in {result.seconds:.2f}s"
+    )
+
+
+@app.command("list")
+def list_(ctx: typer.Context, uri: Uri) -> None:
+    """List the backups at a destination (incomplete ones too)."""
+    state = cli_state(ctx)
+    entries = backups(uri)
+    if state.json:
+        render.emit_json([e.__dict__ for e in entries])
+        return
+    table = Table(title=f"backups at {uri}", caption=f"{len(entries)} backup(s)")
+    for col in ("id", "kind", "tenant", "at", "ts", "created", "bytes", "complete"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        table.add_row(
+            e.backup_id,
+            e.kind or "",
+            e.tenant or "",
+            e.at_label or "",
+            "" if e.at_ts is None else str(e.at_ts),
+            "" if e.created_ts is None else format_ts(e.created_ts),
+            human_bytes(e.bytes),
+            "yes" if e.complete else "NO (no manifest; delete it)",
+        )
+    render.show(table)
+
+
+@app.command("show")
+def show(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
+    """Show a backup's manifest (without its file list)."""
+    render.emit_json(show_backup(uri, backup_id))
+
+
+@app.command("verify")
+def verify(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
+    """Re-read every file of a backup and check sizes and hashes, without loading it."""
+    state = cli_state(ctx)
+    files = verify_backup(uri, backup_id)
+    if state.json:
+        render.emit_json({"backup_id": backup_id, "files_verified": files, "ok": True})
+    else:
+        render.say(f"backup {backup_id}: {files} file(s) verified, sizes and hashes match")
+
+
+@app.command("delete")
+def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
+    """Delete a backup (objects other backups still use are kept)."""
+    state = cli_state(ctx)
+    deleted = delete_backup(uri, backup_id)
+    if state.json:
+        render.emit_json({"backup_id": backup_id, "deleted_files": deleted})
+    else:
+        render.say(f"backup {backup_id} deleted ({deleted} file(s))")
+
+
+@app.command("restore")
+def restore(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Option("--from", help="Backup destination URI.")],
+    backup_id: Annotated[
+        str | None, typer.Option("--backup", help="Backup id (default: the newest complete one).")
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="Tenant name to restore as (default: the backed-up name)."),
+    ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace", help="Replace an existing tenant of that name (it is retired, undoable)."
+        ),
+    ] = False,
+) -> None:
+    """Restore a backup into this catalog and warehouse (any deployment)."""
+    state = cli_state(ctx)
+    if tenant is not None:
+        tenant_name(tenant)
+    if backup_id is None:
+        complete = [
+            e for e in backups(source) if e.complete and (tenant is None or e.tenant == tenant)
+        ]
+        if not complete:
+            raise NotFound(
+                f"no complete backup at {source}" + (f" for tenant {tenant!r}" if tenant else "")
+            )
+        backup_id = complete[-1].backup_id
+    record, seconds = restore_backup(
+        state.store(), source, backup_id, tenant=tenant, replace=replace
+    )
+    if state.json:
+        render.emit_json(render.tenant_json(record) | {"backup_id": backup_id, "seconds": seconds})
+    else:
+        render.say(f"backup {backup_id} restored as tenant {record.ref} in {seconds:.2f}s")
