@@ -12,7 +12,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from tenants.catalog import Catalog, Tx, open_catalog
+from tenants.catalog import Catalog, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
 from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
@@ -32,7 +32,6 @@ from tenants.snapshots import (
     drop_snapshots,
     find_snapshot,
     list_snapshots,
-    resolve_time,
 )
 from tenants.tenancy import (
     TableRecord,
@@ -126,14 +125,10 @@ class TableStore:
         """DDL as of a protected time: the tables that existed then, with their schemas."""
         with self.catalog.snapshot() as tx:
             tenant_rec = find_tenant(tx, tenant)
-            return tables_at(tx, tenant_rec, self._resolve(tx, tenant_rec, as_of))
-
-    def _resolve(self, tx: Tx, tenant: TenantRecord, as_of: int | str | None) -> int:
-        if as_of is None:
-            return tx.last_ts()
-        ts = resolve_time(tx, tenant, as_of) if isinstance(as_of, str) else as_of
-        protection(tx, tenant).require(ts)
-        return ts
+            if as_of is None:
+                return tables_at(tx, tenant_rec, tx.last_ts())
+            holder, ts, _ = resolve_point(tx, tenant_rec, as_of)
+            return tables_at(tx, holder, ts)
 
     def undrop_tenant(self, ref: str, new_name: str | None = None) -> TenantRecord:
         with self.catalog.transaction() as tx:

@@ -16,7 +16,18 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from engine.cli import data_cmds, render, restore_cmds, table_cmds, tenant_cmds
+from engine.cli import (
+    backup_cmds,
+    data_cmds,
+    ddl_cmds,
+    gc_cmds,
+    pitr_cmds,
+    render,
+    restore_cmds,
+    snapshot_cmds,
+    table_cmds,
+    tenant_cmds,
+)
 from engine.cli.context import CliState
 from tenants.errors import RewindError
 
@@ -46,9 +57,14 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(tenant_cmds.app, name="tenant")
+app.add_typer(backup_cmds.app, name="backup")
 app.add_typer(table_cmds.app, name="table")
+app.add_typer(snapshot_cmds.app, name="snapshot")
+app.add_typer(pitr_cmds.app, name="pitr")
 data_cmds.register(app)
+ddl_cmds.register(app)
 restore_cmds.register(app)
+gc_cmds.register(app)
 
 
 @app.callback()

@@ -15,11 +15,12 @@ import typer
 
 from engine.cli import render, snapshot_render
 from engine.cli.context import CliState, cli_state, tenant_arg
-from tenants.errors import InvalidArgument
+from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import lineage_snapshots, snapshot_in_lineage
 from tenants.protection import wall_now
 from tenants.schedules import clear_schedule, get_schedule, parse_time_of_day
-from tenants.snapshots import snapshot_name
+from tenants.snapshots import SnapshotRecord, snapshot_name
+from tenants.store import TableStore
 from tenants.tenancy import active_tenant, find_tenant
 from tenants.times import format_ts, parse_duration, parse_instant
 
@@ -156,7 +157,7 @@ def drop(
     older_than_us = None if older_than is None else parse_duration(older_than)
     store = state.store()
     if name is not None:
-        dropped = [store.drop_snapshot(tenant, name)]
+        dropped = [_drop_one(store, tenant, name)]
     else:
         dropped = store.drop_snapshots(
             tenant, older_than_us=older_than_us, kind=None if kind is None else kind.value
@@ -170,6 +171,22 @@ def drop(
     else:
         names = ", ".join(s.name for s in dropped)
         render.say(f"dropped {len(dropped)} snapshot(s) of {tenant}: {names}")
+
+
+def _drop_one(store: TableStore, tenant: str, name: str) -> SnapshotRecord:
+    """Drop a snapshot of the tenant itself; name the retired tenant if it lives there."""
+    try:
+        return store.drop_snapshot(tenant, name)
+    except NotFound as missing:
+        with store.catalog.snapshot() as tx:
+            try:
+                holder, _ = snapshot_in_lineage(tx, find_tenant(tx, tenant), name)
+            except NotFound:
+                raise missing from None
+        raise NotFound(
+            f"snapshot {name!r} of {tenant} lives in the retired tenant {holder.ref}; "
+            f"drop it there: `rewind snapshot drop {holder.ref} {name}`"
+        ) from None
 
 
 @app.command("schedule")
@@ -194,9 +211,7 @@ def schedule(
     ] = None,
     keep_last: Annotated[
         int | None,
-        typer.Option(
-            "--keep-last", help="Keep at most N scheduled snapshots.", show_default=False
-        ),
+        typer.Option("--keep-last", help="Keep at most N scheduled snapshots.", show_default=False),
     ] = None,
     prefix: Annotated[
         str, typer.Option("--prefix", help="Name prefix: <prefix>-YYYYMMDDTHHMMSSZ.")
@@ -281,7 +296,9 @@ def tick(
     tenant: Annotated[
         str | None,
         typer.Argument(
-            metavar="[TENANT]", help="One tenant (default: every active tenant).", show_default=False
+            metavar="[TENANT]",
+            help="One tenant (default: every active tenant).",
+            show_default=False,
         ),
     ] = None,
 ) -> None:

@@ -147,7 +147,11 @@ def schedule_json(tenant: str, schedule: Schedule | None, now: int) -> dict[str,
     if schedule is None:
         return {"tenant": tenant, "schedule": None}
     last = schedule.latest_due(now)
-    upcoming = schedule.first_at_us if last is None else last + schedule.interval_us
+    # The first grid point after now: due times are first + k * interval since the epoch.
+    upcoming = (
+        schedule.first_at_us
+        + ((now - schedule.first_at_us) // schedule.interval_us + 1) * schedule.interval_us
+    )
     return {
         "tenant": tenant,
         "schedule": {
@@ -205,9 +209,7 @@ def tick_lines(results: Sequence[TickResult]) -> list[str]:
             lines.append(f"{r.tenant}: expired {s.name} (ts {s.ts}, {format_ts(s.ts)})")
     created = sum(len(r.created) for r in results)
     expired = sum(len(r.expired) for r in results)
-    lines.append(
-        f"tick: {created} created, {expired} expired, {len(results)} tenant(s) checked"
-    )
+    lines.append(f"tick: {created} created, {expired} expired, {len(results)} tenant(s) checked")
     return lines
 
 
@@ -255,11 +257,7 @@ def pitr_table(tenant: str, window: PitrWindow | None, protection: Protection) -
         table.add_row(*map(Text, ("PITR window", format_ts(lo), format_ts(hi))))
     else:
         table.add_row(*map(Text, ("PITR window", "off", "")))
-    table.add_row(
-        *map(Text, ("now (no change since)", format_ts(protection.current_from), "now"))
-    )
+    table.add_row(*map(Text, ("now (no change since)", format_ts(protection.current_from), "now")))
     count = len(protection.snapshots)
-    table.add_row(
-        *map(Text, (f"{count} snapshot(s)", f"see `rewind snapshot list {tenant}`", ""))
-    )
+    table.add_row(*map(Text, (f"{count} snapshot(s)", f"see `rewind snapshot list {tenant}`", "")))
     return table

@@ -1,19 +1,22 @@
-"""``rewind table create|list|drop``: DDL of one tenant."""
+"""``rewind table create|list|alter|drop``: DDL of one tenant."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
+import pyarrow as pa
 import typer
 
 from engine.cli import render
 from engine.cli.context import cli_state, table_arg, tenant_arg
 from tenants.errors import InvalidArgument
-from tenants.schema import Column, TableSchema
+from tenants.names import column_name
+from tenants.schema import Column, TableSchema, parse_type
 from tenants.times import format_ts
 
-app = typer.Typer(help="Create, list and drop the tables of a tenant.", no_args_is_help=True)
+app = typer.Typer(help="Create, list, alter and drop the tables of a tenant.", no_args_is_help=True)
 
 Tenant = Annotated[str, typer.Argument(metavar="TENANT", help="Tenant name.", show_default=False)]
 TableRef = Annotated[
@@ -97,3 +100,117 @@ def drop(ctx: typer.Context, tenant: Tenant, table: TableRef) -> None:
         render.emit_json(render.table_json(record))
     else:
         render.say(f"dropped table {tenant}/{record.qualified}")
+
+
+NOT_NULL = ":not-null"
+
+
+def _split_default(text: str) -> tuple[str, str | None]:
+    """``TYPE[:not-null][=DEFAULT]`` → (type part, default text or None).
+
+    The first ``=`` outside brackets starts the default, so types that hold an
+    ``=`` themselves (``timestamp[us, tz=UTC]``) stay whole.
+    """
+    depth = 0
+    for i, char in enumerate(text):
+        if char in "[(":
+            depth += 1
+        elif char in "])":
+            depth -= 1
+        elif char == "=" and depth == 0:
+            return text[:i], text[i + 1 :]
+    return text, None
+
+
+def parse_default(text: str, type_text: str) -> Any:
+    """A default given on the command line, as the value the catalog stores.
+
+    JSON scalars (``7``, ``2.5``, ``true``, ``"x"``) are taken as such, anything
+    else as text. A text column keeps the text verbatim unless it is a JSON
+    string (so ``=007`` and ``=123`` stay strings), and a float column takes an
+    integer as a float. The store then checks that the value is exactly one of
+    the column's type.
+    """
+    arrow_type = parse_type(type_text)
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        value = text
+    if isinstance(value, dict | list):
+        value = text
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return value if isinstance(value, str) or value is None else text
+    if pa.types.is_floating(arrow_type) and type(value) is int:
+        return float(value)
+    return value
+
+
+def parse_column_spec(spec: str) -> Column:
+    """``NAME:TYPE[:not-null][=DEFAULT]`` → a validated :class:`Column`.
+
+    ``qty:int64:not-null=0``, ``note:string``, ``at:timestamp[us, tz=UTC]``.
+    """
+    name, sep, rest = spec.partition(":")
+    type_part, default_text = _split_default(rest)
+    nullable = True
+    if type_part.strip().lower().endswith(NOT_NULL):
+        nullable = False
+        type_part = type_part.strip()[: -len(NOT_NULL)]
+    type_text = type_part.strip()
+    if not sep or not name.strip() or not type_text:
+        raise InvalidArgument(
+            f"invalid --add {spec!r}: expected NAME:TYPE[:not-null][=DEFAULT], "
+            "e.g. note:string or qty:int64:not-null=0"
+        )
+    column_name(name.strip())
+    parse_type(type_text)
+    default = None if default_text is None else parse_default(default_text, type_text)
+    return Column(name.strip(), type_text, nullable, default)
+
+
+@app.command("alter")
+def alter(
+    ctx: typer.Context,
+    tenant: Tenant,
+    table: TableRef,
+    add: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--add",
+            help="NAME:TYPE[:not-null][=DEFAULT] (DEFAULT as JSON, else text); repeat. "
+            "A NOT NULL column needs a default.",
+            show_default=False,
+        ),
+    ] = None,
+    drop: Annotated[
+        list[str] | None,
+        typer.Option("--drop", help="A non-key column to drop; repeat.", show_default=False),
+    ] = None,
+) -> None:
+    """Add and drop columns, as a new schema version valid from this commit.
+
+    Earlier times keep reading the schema they had, so history reads as it was.
+    """
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    database, name = table_arg(table)
+    columns = [parse_column_spec(spec) for spec in add or []]
+    dropped = [column_name(c.strip()) for c in drop or []]
+    if not columns and not dropped:
+        raise InvalidArgument(f"nothing to alter in {table}: give --add NAME:TYPE or --drop NAME")
+    record = state.store().alter_table(tenant, database, name, add=columns, drop=dropped)
+    if state.json:
+        render.emit_json(
+            {
+                **render.table_json(record),
+                "columns": [c.to_json() for c in record.schema.columns],
+                "schema_from_ts": record.schema_from_ts,
+                "schema_from": format_ts(record.schema_from_ts),
+            }
+        )
+    else:
+        changes = [f"added {c.name}" for c in columns] + [f"dropped {c}" for c in dropped]
+        render.say(
+            f"altered table {tenant}/{record.qualified}: {', '.join(changes)}; new schema "
+            f"valid from ts {record.schema_from_ts} ({format_ts(record.schema_from_ts)})"
+        )

@@ -130,7 +130,7 @@ def _carry_settings(tx: Tx, plan: RestorePlan, ts: int) -> None:
         s = plan.schedule
         tx.execute(
             "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
-            "retain_count, name_prefix) VALUES (?, ?, ?, ?, ?, ?)",
+            "retain_count, name_prefix, set_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 plan.new_tenant_id,
                 s["first_at_us"],
@@ -138,5 +138,6 @@ def _carry_settings(tx: Tx, plan: RestorePlan, ts: int) -> None:
                 s["retain_age_us"],
                 s["retain_count"],
                 s["name_prefix"],
+                ts,  # the carried schedule starts at the install, like the PITR window
             ),
         )

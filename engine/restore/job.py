@@ -179,8 +179,10 @@ def _run(
         set_state(catalog, job.id, "installing", expect=("verifying",))
         tenant = install(catalog, plan, results)
         seconds["install"] = time.perf_counter() - clock
-    except RewindError as e:
+    except Exception as e:
         _fail(store, job, e)
+        if not isinstance(e, RewindError):
+            raise  # a bug, not a user-facing failure: keep its traceback
         raise type(e)(
             f"{e} — restore job {job.id} failed; resume with "
             f"`rewind restore-tenant {plan.source.name} --resume {job.id}` or cancel with `--cancel {job.id}`"
@@ -250,8 +252,10 @@ def _run_logical(store: TableStore, job: JobRecord, seconds: dict[str, float]) -
             tx.execute(
                 "UPDATE restore_jobs SET installed_ts = ? WHERE id = ?", (tx.commit_ts(), job.id)
             )
-    except RewindError as e:
+    except Exception as e:
         _fail(store, job, e)
+        if not isinstance(e, RewindError):
+            raise  # a bug, not a user-facing failure: keep its traceback
         raise type(e)(
             f"{e} — restore job {job.id} failed; resume with "
             f"`rewind restore-tenant {plan.source.name} --resume {job.id}` or cancel with `--cancel {job.id}`"
