@@ -1,11 +1,13 @@
-"""``make demo``: the tenant store end to end, through the ``rewind`` CLI, on real S3.
+"""``make demo``: the whole story, through the ``rewind`` CLI, on real S3.
 
 An embedded moto S3 server and a fresh catalog in a temporary directory; a
-tenant ``acme`` with three tables (one with a composite key); batches of
-inserts, updates and deletes; a compaction; the object layout; and a
-time-travel read at an earlier snapshot. Every table is then compared, at
-both times, with an in-memory model of what was written, so the demo proves
-something instead of only printing it, and exits non-zero if it does not hold.
+tenant ``acme`` with three tables (one with a composite key); a load, a
+manual and a scheduled snapshot; batches of inserts, updates and deletes; a
+compaction (so objects straddle the snapshot); a time-travel read; then an
+accidental mass delete, the restore plan, the physical restore with full
+verification, and the data back as it was. Every table is compared with an
+in-memory model of what was written, so the demo proves something instead of
+only printing it, and exits non-zero if it does not hold.
 
 The demo is a list of small step functions over one :class:`Demo`, so later
 work (snapshots, restore) adds steps rather than rewriting it.
@@ -74,6 +76,7 @@ class Demo:
     store: TableStore
     model: dict[str, dict[Key, Row]] = field(default_factory=lambda: {t: {} for t in TABLES})
     marks: dict[str, tuple[int, dict[str, dict[Key, Row]]]] = field(default_factory=dict)
+    scheduled: str = ""
 
     def rewind(self, *args: str | Path) -> None:
         """Run one CLI command in-process, echoing it as a user would type it."""
@@ -165,18 +168,29 @@ def step_tenant_and_tables(demo: Demo) -> None:
 
 
 def step_initial_load(demo: Demo) -> None:
-    """800 customers from CSV, 2,000 orders in four Parquet batches, 300 SKUs; then a snapshot."""
+    """800 customers from CSV, 2,000 orders in four Parquet batches, 300 SKUs."""
     demo.upsert("sales.customers", [customer(i) for i in range(800)], fmt="csv")
     for batch in range(4):
         demo.upsert("sales.orders", [order(g) for g in range(batch * 500, (batch + 1) * 500)])
     demo.upsert("inventory.stock", [stock(i) for i in range(300)])
-    snap = demo.store.create_snapshot(TENANT, SNAPSHOT)
-    demo.mark(SNAPSHOT, snap.ts)
-    demo.console.print(
-        f"[dim](API, until the CLI has snapshot commands) store.create_snapshot('acme', "
-        f"'{SNAPSHOT}') -> ts {snap.ts}[/]",
-        highlight=False,
+
+
+def step_scheduled_snapshot(demo: Demo) -> None:
+    """A manual snapshot, a schedule (every 5 s here; daily in real life) and a tick once due."""
+    demo.rewind("snapshot", "create", TENANT, SNAPSHOT)
+    demo.mark(SNAPSHOT, demo.store.snapshot(TENANT, SNAPSHOT).ts)
+    demo.rewind(
+        "snapshot", "schedule", TENANT, "--first", "00:00", "--every", "5s", "--keep-last", "3"
     )
+    period = 5.0
+    time.sleep(period - time.time() % period + 0.2)  # past the next due time
+    demo.rewind("snapshot", "tick", TENANT)
+    scheduled = [s for s in demo.store.snapshots(TENANT) if s.kind == "scheduled"]
+    if not scheduled:
+        raise DemoFailed("the tick created no scheduled snapshot")
+    demo.scheduled = scheduled[-1].name
+    demo.mark(demo.scheduled, scheduled[-1].ts)
+    demo.rewind("snapshot", "list", TENANT)
 
 
 def step_changes(demo: Demo) -> None:
@@ -191,11 +205,16 @@ def step_changes(demo: Demo) -> None:
 
 
 def step_compact(demo: Demo) -> None:
-    """Merge every table's objects: merged objects now span the snapshot's ts."""
+    """Compact the loaded data into large sorted objects (all of it before the snapshots)."""
     before = len(demo.store.objects_of(TENANT))
     demo.rewind("compact", TENANT, "--target-mb", "0.01")
     after = len(demo.store.objects_of(TENANT))
     demo.console.print(f"objects: {before} before compaction, {after} after")
+
+
+def step_compact_customers(demo: Demo) -> None:
+    """Compact sales.customers again: its merged objects now straddle the snapshots."""
+    demo.rewind("compact", TENANT, "sales.customers")
 
 
 def step_layout(demo: Demo) -> None:
@@ -213,6 +232,26 @@ def step_time_travel(demo: Demo) -> None:
     """The first orders now, and as of the snapshot: updates and a delete undone."""
     demo.rewind("query", TENANT, "sales.orders", "--limit", "8")
     demo.rewind("query", TENANT, "sales.orders", "--as-of", SNAPSHOT, "--limit", "8")
+
+
+def step_accident(demo: Demo) -> None:
+    """The accident: a runaway delete empties sales.orders."""
+    keys = list(demo.model["sales.orders"])
+    demo.delete("sales.orders", keys)
+    demo.rewind("query", TENANT, "sales.orders", "--limit", "3")
+
+
+def step_plan(demo: Demo) -> None:
+    """The restore plan: per table, objects and bytes to reuse, rewrite and skip."""
+    demo.rewind("restore-tenant", TENANT, "--snapshot", demo.scheduled, "--dry-run")
+
+
+def step_restore(demo: Demo) -> None:
+    """Physical restore to the scheduled snapshot, in place, with full verification."""
+    demo.rewind("restore-tenant", TENANT, "--snapshot", demo.scheduled, "--verify", "full")
+    demo.model = copy.deepcopy(demo.marks[demo.scheduled][1])
+    demo.rewind("query", TENANT, "sales.orders", "--limit", "5")
+    demo.rewind("history", TENANT)
 
 
 def step_verify(demo: Demo) -> None:
@@ -240,10 +279,16 @@ def step_verify(demo: Demo) -> None:
 STEPS: list[Callable[[Demo], None]] = [
     step_tenant_and_tables,
     step_initial_load,
-    step_changes,
     step_compact,
+    step_scheduled_snapshot,
+    step_changes,
+    step_compact_customers,
     step_layout,
     step_time_travel,
+    step_verify,
+    step_accident,
+    step_plan,
+    step_restore,
     step_verify,
 ]
 
