@@ -64,8 +64,14 @@ def create_backup(
     backup_id = new_id()
     if kind == "logical":
         result = dump_tenant(
-            store, tenant, point, dest, backup_root(backup_id), reader=reader, dump_id=backup_id
-        )  # type: ignore[arg-type]
+            store,
+            tenant,
+            point,
+            dest,
+            backup_root(backup_id),
+            reader="spark" if reader == "spark" else "local",
+            dump_id=backup_id,
+        )
         files = sum(len(t.files) for t in result.manifest.tables)
         return BackupResult(
             backup_id,
@@ -132,7 +138,7 @@ def delete_backup(uri: str, backup_id: str) -> int:
         if other.kind == "physical" and other.complete:
             paths = {
                 v["path"] for v in read_physical_manifest(dest, other.backup_id)["objects"].values()
-            }  # type: ignore[attr-defined]
+            }
             (mine if other.backup_id == backup_id else shared).update(paths)
     root = backup_root(backup_id)
     keys = [i.key for i in dest.list(f"{root}/")]

@@ -15,6 +15,7 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import pyarrow.compute as pc
 
@@ -56,7 +57,7 @@ def create_physical(
     started = time.perf_counter()
     plan = plan_restore(store.catalog, tenant, point, check_target=False)
     present = {info.key: info.size for info in dest.list("objects/")}
-    stored: dict[str, dict[str, object]] = {}
+    stored: dict[str, dict[str, Any]] = {}
     copied = copied_bytes = referenced = rewritten = 0
     for table in plan.tables:
         for item in table.objects:
@@ -87,7 +88,7 @@ def create_physical(
                     copied_bytes += len(data)
                 rewritten += 1
             stored[item.object.id] = {"path": path, "record": asdict(replace(record, key=path))}
-    total = sum(int(v["record"]["bytes"]) for v in stored.values())  # type: ignore[index]
+    total = sum(int(v["record"]["bytes"]) for v in stored.values())
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -149,27 +150,27 @@ def _rewrite(
     )
 
 
-def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, object]:
+def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
     raw = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
     if raw.get("format") != FORMAT or raw.get("format_version") != FORMAT_VERSION:
         raise InvalidArgument(
             f"backup {backup_id} has format {raw.get('format')!r} version {raw.get('format_version')!r}; "
             f"this Rewind reads {FORMAT} version {FORMAT_VERSION}"
         )
-    return raw  # type: ignore[no-any-return]
+    return raw
 
 
 def verify_physical(dest: ObjectStore, backup_id: str) -> int:
     """Re-read every object of the backup; sizes and sha256 must match."""
     raw = read_physical_manifest(dest, backup_id)
-    for entry in raw["objects"].values():  # type: ignore[attr-defined]
+    for entry in raw["objects"].values():
         record = entry["record"]
         data = dest.get(entry["path"])
         if len(data) != record["bytes"] or hashlib.sha256(data).hexdigest() != record["checksum"]:
             raise CorruptObject(
                 f"backup {backup_id}: object {dest.warehouse.uri}/{entry['path']} does not match the manifest"
             )
-    return len(raw["objects"])  # type: ignore[arg-type]
+    return len(raw["objects"])
 
 
 def restore_physical(
@@ -191,7 +192,7 @@ def restore_physical(
         for item in table.objects:
             if item.action == "skip":
                 continue
-            entry = stored[item.object.id]  # type: ignore[index]
+            entry = stored[item.object.id]
             record = ObjectRecord(**entry["record"])
             object_id = new_id()
             key = object_key(tenant_id, table.new_table_id, record.kind, object_id)

@@ -10,7 +10,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from engine.cli import render
 from engine.cli.context import cli_state, tenant_arg
@@ -167,7 +174,7 @@ class _progress:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.bar: Progress | None = None
-        self.task: int | None = None
+        self.task: TaskID | None = None
 
     def __enter__(self) -> _progress:
         if not self.quiet:

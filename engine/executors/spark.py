@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
+from typing import Any
 
 import pyarrow as pa
 
@@ -49,7 +50,7 @@ def _task_from_json(text: str) -> RewriteTask:
 class SparkExecutor:
     name = "spark"
 
-    def __init__(self, spark: object | None = None, tasks_per_core: int = 2) -> None:
+    def __init__(self, spark: Any | None = None, tasks_per_core: int = 2) -> None:
         self._spark = spark
         self.tasks_per_core = tasks_per_core
 
@@ -60,11 +61,11 @@ class SparkExecutor:
             return []
         from tenants.spark_session import get_spark
 
-        spark = self._spark or get_spark()
-        parallelism = spark.sparkContext.defaultParallelism  # type: ignore[attr-defined]
+        spark: Any = self._spark or get_spark()
+        parallelism = spark.sparkContext.defaultParallelism
         groups = balance(tasks, parallelism * self.tasks_per_core)
         payload = [(json.dumps([asdict(t) for t in group]),) for group in groups]
-        frame = spark.sparkContext.parallelize(payload, len(payload)).toDF("tasks string")  # type: ignore[attr-defined]
+        frame = spark.sparkContext.parallelize(payload, len(payload)).toDF("tasks string")
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for batch in batches:

@@ -220,16 +220,15 @@ def _run_logical(store: TableStore, job: JobRecord, seconds: dict[str, float]) -
         clock = time.perf_counter()
         have_dump = any(i.key == f"{root}/{MANIFEST}" for i in store.objects.list(f"{root}/"))
         if not have_dump:
-            reader = "spark" if job.executor == "spark" else "local"
             dump_tenant(
                 store,
                 plan.source.ref,
                 plan.at_ts,
                 store.objects,
                 root,
-                reader=reader,
+                reader="spark" if job.executor == "spark" else "local",
                 dump_id=job.id,
-            )  # type: ignore[arg-type]
+            )
         seconds["dump"] = time.perf_counter() - clock
         clock = time.perf_counter()
         set_state(store.catalog, job.id, "installing", expect=("rewriting",))
