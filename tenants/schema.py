@@ -28,10 +28,6 @@ _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "int16": pa.int16(),
     "int32": pa.int32(),
     "int64": pa.int64(),
-    "uint8": pa.uint8(),
-    "uint16": pa.uint16(),
-    "uint32": pa.uint32(),
-    "uint64": pa.uint64(),
     "float": pa.float32(),
     "double": pa.float64(),
     "string": pa.string(),
@@ -59,7 +55,11 @@ _DECIMAL = re.compile(r"decimal(?:128)?\((\d+), ?(\d+)\)")
 
 
 def parse_type(text: str) -> pa.DataType:
-    """Parse an Arrow type string (as ``str(type)`` prints it) or a common alias."""
+    """Parse an Arrow type string (as ``str(type)`` prints it) or a common alias.
+
+    Only types Spark can carry are supported (no unsigned integers), so every
+    table reads the same through the local and the Spark reader.
+    """
     name = _ALIASES.get(text.strip().lower(), text.strip())
     if name in _SIMPLE_TYPES:
         return _SIMPLE_TYPES[name]

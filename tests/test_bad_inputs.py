@@ -1,0 +1,208 @@
+"""Every bad input gets a clear, specific error and changes nothing.
+
+Each case runs against a store holding a live tenant with data and a dropped
+tenant, and checks that afterwards the catalog (every row of every table,
+including the clock's ``last_ts``) and the bucket (every key) are exactly as
+before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pytest
+
+from tenants.embedded_s3 import EmbeddedS3
+from tenants.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    InvalidName,
+    KeyViolation,
+    NotFound,
+    RewindError,
+    SchemaMismatch,
+    TenantDropped,
+    UnprotectedTime,
+)
+from tenants.schema import Column, TableSchema
+from tenants.store import TableStore
+
+SCHEMA = TableSchema(
+    (
+        Column("id", "int64"),
+        Column("region", "string"),
+        Column("amount", "double"),
+        Column("qty", "int32", nullable=False),
+    ),
+    ("id", "region"),
+)
+
+
+def rows(**columns: list[Any] | None) -> pa.Table:
+    """A batch; columns not given take valid defaults for one row each; None leaves one out."""
+    base: dict[str, list[Any] | None] = {"id": [1], "region": ["eu"], "amount": [1.5], "qty": [2]}
+    base.update(columns)
+    return pa.table({name: values for name, values in base.items() if values is not None})
+
+
+def keys(**columns: list[Any] | None) -> pa.Table:
+    base: dict[str, list[Any] | None] = {"id": [1], "region": ["eu"]}
+    base.update(columns)
+    return pa.table({name: values for name, values in base.items() if values is not None})
+
+
+@dataclass(frozen=True)
+class World:
+    store: TableStore
+    bucket: str
+    s3: EmbeddedS3
+    gone_ref: str  # name@id of a dropped tenant
+
+
+@dataclass(frozen=True)
+class State:
+    catalog: dict[str, list[tuple[Any, ...]]]
+    last_ts: int
+    keys: tuple[str, ...]
+
+
+def state(world: World) -> State:
+    """Everything a failed call could have changed: every catalog row and every key."""
+    with world.store.catalog.snapshot() as tx:
+        tables = [
+            r["name"]
+            for r in tx.all("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        ]
+        catalog = {
+            name: sorted((tuple(r.values()) for r in tx.all(f'SELECT * FROM "{name}"')), key=repr)
+            for name in tables
+        }
+        last_ts = tx.last_ts()
+    client = boto3.client("s3", **world.s3.settings.to_boto3())
+    found: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=world.bucket):
+        found += [item["Key"] for item in page.get("Contents", [])]
+    return State(catalog, last_ts, tuple(sorted(found)))
+
+
+@pytest.fixture
+def world(store: TableStore, bucket: str, s3_server: EmbeddedS3) -> World:
+    store.create_tenant("acme")
+    store.create_table("acme", "db", "orders", SCHEMA)
+    store.write("acme", "db", "orders", upserts=rows(id=[1, 2], region=["eu", "us"], amount=[1.0, None], qty=[1, 2]))
+    store.write("acme", "db", "orders", deletes=keys(id=[2], region=["us"]))
+    store.create_tenant("gone")
+    store.create_table("gone", "db", "orders", SCHEMA)
+    store.write("gone", "db", "orders", upserts=rows())
+    gone = store.drop_tenant("gone")
+    return World(store, bucket, s3_server, gone.ref)
+
+
+Call = Callable[[World], Any]
+
+
+def write(tenant: str = "acme", database: str = "db", table: str = "orders", **kwargs: Any) -> Call:
+    return lambda w: w.store.write(tenant, database, table, **kwargs)
+
+
+CASES: list[tuple[str, Call, type[RewindError], str]] = [
+    # names
+    ("tenant-uppercase", lambda w: w.store.create_tenant("Acme"), InvalidName, r"invalid tenant name 'Acme'"),
+    ("tenant-empty", lambda w: w.store.create_tenant(""), InvalidName, r"invalid tenant name ''"),
+    ("tenant-digit-first", lambda w: w.store.create_tenant("9lives"), InvalidName, r"invalid tenant name"),
+    ("tenant-too-long", lambda w: w.store.create_tenant("a" * 64), InvalidName, r"1-63 characters"),
+    ("tenant-slash", lambda w: w.store.create_tenant("acme/../x"), InvalidName, r"invalid tenant name"),
+    ("tenant-at", lambda w: w.store.create_tenant("new@x"), InvalidName, r"invalid tenant name 'new@x'"),
+    ("database-digit-first", lambda w: w.store.create_table("acme", "1db", "t", SCHEMA), InvalidName, r"invalid database name '1db'"),
+    ("table-dash", lambda w: w.store.create_table("acme", "db", "bad-table", SCHEMA), InvalidName, r"invalid table name 'bad-table'"),
+    ("table-too-long", lambda w: w.store.create_table("acme", "db", "t" * 129, SCHEMA), InvalidName, r"1-128 characters"),
+    ("column-space", lambda w: TableSchema.of([("bad col", "int64")], ["bad col"]), InvalidName, r"invalid column name 'bad col'"),
+    ("column-reserved", lambda w: TableSchema.of([("k", "int64"), ("__ts", "int64")], ["k"]), InvalidName, r"reserved"),
+    ("write-table-dot", write(table="or.ders", upserts=rows()), InvalidName, r"invalid table name 'or.ders'"),
+    ("write-database-space", write(database="d b", upserts=rows()), InvalidName, r"invalid database name 'd b'"),
+    ("write-tenant-uppercase", write(tenant="ACME", upserts=rows()), InvalidName, r"invalid tenant name 'ACME'"),
+    ("read-table-name", lambda w: w.store.read("acme", "db", "x;drop"), InvalidName, r"invalid table name"),
+    # missing things
+    ("write-unknown-tenant", write(tenant="nobody", upserts=rows()), NotFound, r"tenant 'nobody' does not exist"),
+    ("write-unknown-table", write(table="nothere", upserts=rows()), NotFound, r"table db\.nothere does not exist"),
+    ("write-unknown-database", write(database="nodb", upserts=rows()), NotFound, r"table nodb\.orders does not exist"),
+    ("read-unknown-table", lambda w: w.store.read("acme", "db", "nothere"), NotFound, r"table db\.nothere does not exist"),
+    ("create-table-unknown-tenant", lambda w: w.store.create_table("nobody", "db", "t", SCHEMA), NotFound, r"tenant 'nobody' does not exist"),
+    ("drop-unknown-tenant", lambda w: w.store.drop_tenant("nobody"), NotFound, r"tenant 'nobody' does not exist"),
+    ("drop-unknown-table", lambda w: w.store.drop_table("acme", "db", "nothere"), NotFound, r"table db\.nothere does not exist"),
+    ("compact-unknown-tenant", lambda w: w.store.compact("nobody"), NotFound, r"tenant 'nobody' does not exist"),
+    ("compact-unknown-table", lambda w: w.store.compact("acme", "db", "nothere"), NotFound, r"table db\.nothere does not exist"),
+    # duplicates
+    ("duplicate-tenant", lambda w: w.store.create_tenant("acme"), AlreadyExists, r"tenant 'acme' already exists"),
+    ("duplicate-table", lambda w: w.store.create_table("acme", "db", "orders", SCHEMA), AlreadyExists, r"table db\.orders already exists"),
+    # batches that do not fit the schema
+    ("missing-column", write(upserts=rows(qty=None)), SchemaMismatch, r"missing columns \['qty'\]"),
+    ("extra-column", write(upserts=rows(bonus=[1])), SchemaMismatch, r"unexpected columns \['bonus'\]"),
+    ("uncastable-string", write(upserts=rows(qty=["many"])), SchemaMismatch, r"column 'qty' .* cannot be stored as int32"),
+    ("out-of-range", write(upserts=rows(qty=[2**40])), SchemaMismatch, r"column 'qty' .* cannot be stored as int32"),
+    ("fractional-int", write(upserts=rows(qty=[1.5])), SchemaMismatch, r"column 'qty' .* cannot be stored as int32"),
+    ("nested-value", write(upserts=rows(amount=[[1.0]])), SchemaMismatch, r"column 'amount' .* cannot be stored as double"),
+    ("null-in-not-null", write(upserts=rows(qty=[None])), SchemaMismatch, r"column 'qty' .* NOT NULL"),
+    ("delete-extra-column", write(deletes=keys(qty=[1])), SchemaMismatch, r"exactly the key columns"),
+    ("delete-missing-key-column", write(deletes=keys(region=None)), SchemaMismatch, r"exactly the key columns"),
+    ("delete-uncastable-key", write(deletes=keys(id=["x"])), SchemaMismatch, r"column 'id' .* cannot be stored as int64"),
+    # A valid upsert with an invalid delete in the same commit: the upsert is not written either.
+    ("good-upsert-bad-delete", write(upserts=rows(id=[9]), deletes=keys(id=["x"])), SchemaMismatch, r"cannot be stored as int64"),
+    # keys
+    ("null-key-upsert", write(upserts=rows(id=[None])), KeyViolation, r"null in key column 'id'"),
+    ("null-key-delete", write(deletes=keys(region=[None])), KeyViolation, r"null in key column 'region'"),
+    ("duplicate-key-upsert", write(upserts=rows(id=[1, 1], region=["eu", "eu"], amount=[1.0, 2.0], qty=[1, 2])), KeyViolation, r"duplicate key"),
+    ("duplicate-key-delete", write(deletes=keys(id=[3, 3], region=["us", "us"])), KeyViolation, r"duplicate key"),
+    ("good-delete-duplicate-upsert", write(upserts=rows(id=[5, 5], region=["a", "a"], amount=[1.0, 2.0], qty=[1, 2]), deletes=keys()), KeyViolation, r"duplicate key"),
+    # dropped tenants
+    ("write-dropped-by-id", lambda w: w.store.write(w.gone_ref, "db", "orders", upserts=rows()), TenantDropped, r"was dropped"),
+    ("write-dropped-by-name", write(tenant="gone", upserts=rows()), NotFound, r"tenant 'gone' does not exist \(a dropped tenant gone@"),
+    ("create-table-dropped", lambda w: w.store.create_table(w.gone_ref, "db", "t2", SCHEMA), TenantDropped, r"was dropped"),
+    ("compact-dropped", lambda w: w.store.compact(w.gone_ref), TenantDropped, r"was dropped"),
+    ("drop-dropped", lambda w: w.store.drop_tenant(w.gone_ref), TenantDropped, r"was dropped"),
+    # malformed arguments
+    ("empty-write", write(), InvalidArgument, r"nothing to write to db\.orders"),
+    ("zero-row-upserts", write(upserts=rows().slice(0, 0)), InvalidArgument, r"nothing to write"),
+    ("zero-row-both", write(upserts=rows().slice(0, 0), deletes=keys().slice(0, 0)), InvalidArgument, r"nothing to write"),
+    ("bad-tenant-id", write(tenant="acme@not-an-id!", upserts=rows()), InvalidArgument, r"invalid tenant id"),
+    ("unsupported-type", lambda w: TableSchema.of([("k", "int64"), ("v", "varchar2")], ["k"]), InvalidArgument, r"unsupported column type 'varchar2'"),
+    ("read-in-the-future", lambda w: w.store.read("acme", "db", "orders", w.store.now() + 10**12), InvalidArgument, r"in the future"),
+    ("read-unprotected-time", lambda w: w.store.read("acme", "db", "orders", 1), UnprotectedTime, r"is not protected"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_raises_a_specific_error_and_changes_nothing(
+    world: World, call: Call, error: type[RewindError], match: str
+) -> None:
+    before = state(world)
+    with pytest.raises(error, match=match) as raised:
+        call(world)
+    assert isinstance(raised.value, RewindError)
+    assert state(world) == before
+
+
+def test_state_snapshot_sees_a_successful_write(world: World) -> None:
+    """The check above is not vacuous: a good write changes catalog, clock and bucket."""
+    before = state(world)
+    world.store.write("acme", "db", "orders", upserts=rows(id=[7]))
+    after = state(world)
+    assert after.last_ts > before.last_ts
+    assert len(after.keys) == len(before.keys) + 1
+    assert len(after.catalog["objects"]) == len(before.catalog["objects"]) + 1
+    assert len(after.catalog["membership"]) == len(before.catalog["membership"]) + 1
+
+
+def test_a_key_differing_in_one_part_is_not_a_duplicate(world: World) -> None:
+    result = world.store.write(
+        "acme", "db", "orders",
+        upserts=rows(id=[4, 4], region=["eu", "us"], amount=[1.0, 2.0], qty=[1, 2]),
+    )
+    assert result.upserted == 2
+    assert [(r["id"], r["region"]) for r in world.store.read("acme", "db", "orders").to_pylist()] == [
+        (1, "eu"), (4, "eu"), (4, "us"),
+    ]
