@@ -20,6 +20,7 @@ from engine.backup.destination import (
     open_destination,
 )
 from engine.backup.physical import (
+    PENDING,
     create_physical,
     read_physical_manifest,
     restore_physical,
@@ -142,6 +143,8 @@ def delete_backup(uri: str, backup_id: str) -> int:
             (mine if other.backup_id == backup_id else shared).update(paths)
     root = backup_root(backup_id)
     keys = [i.key for i in dest.list(f"{root}/")]
+    if not entries[backup_id].complete and f"{root}/{PENDING}" in keys:
+        mine |= set(json.loads(dest.get(f"{root}/{PENDING}"))["objects"])
     manifest = f"{root}/manifest.json"
     deleted = dest.delete_many([k for k in keys if k == manifest])
     deleted += dest.delete_many([k for k in keys if k != manifest] + sorted(mine - shared))

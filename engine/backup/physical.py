@@ -33,6 +33,7 @@ from tenants.tenancy import TenantRecord, new_id, retire_tenant, tenant_by_id
 
 FORMAT = "rewind-backup"
 FORMAT_VERSION = 1
+PENDING = "pending.json"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,16 @@ def create_physical(
     started = time.perf_counter()
     plan = plan_restore(store.catalog, tenant, point, check_target=False)
     present = {info.key: info.size for info in dest.list("objects/")}
+    # Written first: a crash before the manifest leaves a listed, deletable, incomplete backup.
+    planned = sorted(
+        _stored_path(
+            _rewritten_record(i.object, plan.at_ts).id if i.action == "rewrite" else i.object.id
+        )
+        for t in plan.tables
+        for i in t.objects
+        if i.action != "skip"
+    )
+    dest.put(f"{backup_root(backup_id)}/{PENDING}", json.dumps({"objects": planned}).encode())
     stored: dict[str, dict[str, Any]] = {}
     copied = copied_bytes = referenced = rewritten = 0
     for table in plan.tables:
@@ -106,6 +117,7 @@ def create_physical(
     dest.put(
         f"{backup_root(backup_id)}/manifest.json", json.dumps(manifest, sort_keys=True).encode()
     )
+    dest.delete_many([f"{backup_root(backup_id)}/{PENDING}"])
     return PhysicalResult(
         backup_id,
         len(stored),
@@ -178,6 +190,12 @@ def restore_physical(
 ) -> TenantRecord:
     """Copy the backup's objects into this warehouse and install them as tenant ``name``."""
     raw = read_physical_manifest(dest, backup_id)
+    with store.catalog.snapshot() as tx:
+        if not replace_existing and _active_name(tx, name):
+            raise AlreadyExists(
+                f"tenant {name!r} exists; restore the backup under another --tenant name, "
+                "or pass --replace"
+            )
     verify_physical(dest, backup_id)
     plan = RestorePlan.from_json(json.dumps(raw["plan"]))
     stored = raw["objects"]
@@ -201,6 +219,7 @@ def restore_physical(
                 replace(record, id=object_id, key=key)
             )
     with store.catalog.transaction() as tx:
+        tx.observe_ts(plan.at_ts)  # this deployment's clock may be behind the source's
         ts = tx.commit_ts()
         holder = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
         if holder and not replace_existing:
@@ -211,6 +230,10 @@ def restore_physical(
             retire_tenant(tx, tenant_by_id(tx, holder["id"]), ts, 7 * 86_400_000_000)
         _install(tx, plan, tenant_id, name, installed, ts, backup_id)
         return tenant_by_id(tx, tenant_id)
+
+
+def _active_name(tx: Tx, name: str) -> bool:
+    return tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,)) is not None
 
 
 def _install(

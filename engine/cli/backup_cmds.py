@@ -142,13 +142,9 @@ def restore(
     if tenant is not None:
         tenant_name(tenant)
     if backup_id is None:
-        complete = [
-            e for e in backups(source) if e.complete and (tenant is None or e.tenant == tenant)
-        ]
+        complete = [e for e in backups(source) if e.complete]
         if not complete:
-            raise NotFound(
-                f"no complete backup at {source}" + (f" for tenant {tenant!r}" if tenant else "")
-            )
+            raise NotFound(f"no complete backup at {source}")
         backup_id = complete[-1].backup_id
     record, seconds = restore_backup(
         state.store(), source, backup_id, tenant=tenant, replace=replace

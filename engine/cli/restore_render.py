@@ -88,6 +88,7 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
         "retired": None
         if outcome.plan.replaced_tenant_id is None
         else f"{outcome.plan.target_name}@{outcome.plan.replaced_tenant_id}",
+        "method": outcome.method,
         "executor": outcome.executor,
         "rewritten_objects": outcome.rewritten,
         "bytes_written": outcome.bytes_written,
@@ -101,19 +102,30 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
 
 def outcome_lines(outcome: RestoreOutcome) -> list[str]:
     data = outcome_json(outcome)
-    lines = [
-        f"restore job {outcome.job_id} done: tenant {outcome.tenant.ref} at "
-        f"{outcome.plan.at_label} (ts {outcome.plan.at_ts})",
-        f"rewrote {outcome.rewritten} object(s), {human_bytes(outcome.bytes_written)} written; "
-        f"reused {totals_line(outcome.plan)} without copying",
-        f"verified {outcome.objects_verified} object(s) by listing {outcome.prefixes_listed} "
-        f"prefix(es)"
-        + (
+    head = (
+        f"restore job {outcome.job_id} done ({outcome.method}): tenant {outcome.tenant.ref} at "
+        f"{outcome.plan.at_label} (ts {outcome.plan.at_ts})"
+    )
+    if outcome.method == "logical":
+        lines = [
+            head,
+            f"dumped and reloaded {outcome.tables_compared} table(s), "
+            f"{human_bytes(outcome.bytes_written)} of dump files; counts and content hashes "
+            "matched the dump before the swap",
+        ]
+    else:
+        compared = (
             f", {outcome.tables_compared} table(s) compared in full"
             if outcome.tables_compared
             else ""
-        ),
-    ]
+        )
+        lines = [
+            head,
+            f"rewrote {outcome.rewritten} object(s), {human_bytes(outcome.bytes_written)} written; "
+            f"reused {totals_line(outcome.plan)} without copying",
+            f"verified {outcome.objects_verified} object(s) by listing {outcome.prefixes_listed} "
+            f"prefix(es){compared}",
+        ]
     if data["retired"]:
         lines.append(
             f"the previous tenant {data['retired']} is retired; undo with "
@@ -136,6 +148,7 @@ def job_json(job: JobRecord) -> dict[str, Any]:
         "source": job.plan.source.ref,
         "target": job.plan.target_name,
         "at": {"label": job.plan.at_label, "ts": job.plan.at_ts},
+        "method": job.method,
         "executor": job.executor,
         "verify": job.verify,
         "created": format_ts(job.created_ts),

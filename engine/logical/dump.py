@@ -24,12 +24,14 @@ from engine.logical.manifest import (
     DumpManifest,
     DumpTable,
 )
+from engine.restore.plan import RestorePlan
 from tenants.lineage import resolve_point
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash, encode
 from tenants.reads import ReadPlan, plan_read, read_local
+from tenants.schema import TableSchema
 from tenants.store import TableStore
-from tenants.tenancy import find_tenant, new_id, tables_at
+from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id, tables_at
 
 Reader = Literal["local", "spark"]
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
@@ -71,15 +73,90 @@ def dump_tenant(
     dump_id: str | None = None,
 ) -> DumpResult:
     """Write a dump of ``tenant`` at ``point`` under ``root`` of ``dest``."""
-    started = time.perf_counter()
     with store.catalog.snapshot() as tx:
         holder, at_ts, label = resolve_point(tx, find_tenant(tx, tenant), point)
         tables = tables_at(tx, holder, at_ts)
-        created = tx.last_ts()
+    plans = [plan_read(store.catalog, holder.ref, t.database, t.name, at_ts) for t in tables]
+    return write_dump(
+        store,
+        plans,
+        holder,
+        at_ts,
+        label,
+        dest,
+        root,
+        reader=reader,
+        target_bytes=target_bytes,
+        dump_id=dump_id,
+    )
+
+
+def dump_restore_plan(
+    store: TableStore,
+    plan: RestorePlan,
+    dest: ObjectStore,
+    root: str,
+    *,
+    reader: Reader = "local",
+    dump_id: str | None = None,
+) -> DumpResult:
+    """Dump exactly the objects a restore job planned (and pinned).
+
+    A journaled logical restore must not resolve its point again: a time that was
+    "now" when planned is no longer protected after the next write, but the
+    pinned objects still hold every row at or before it.
+    """
+    reads = []
+    for table in plan.tables:
+        if table.dropped_ts is not None:
+            continue
+        latest = table.schema_versions[-1]
+        schema = TableSchema.from_json(latest.columns_json, latest.primary_key_json)
+        record = TableRecord(
+            table.source_table_id,
+            plan.source.id,
+            "",
+            table.database,
+            table.name,
+            table.created_ts,
+            None,
+            schema,
+            latest.valid_from_ts,
+        )
+        objects = tuple(o.object for o in table.objects if o.action != "skip")
+        reads.append(ReadPlan(plan.source, record, plan.at_ts, objects))
+    return write_dump(
+        store,
+        reads,
+        plan.source,
+        plan.at_ts,
+        plan.at_label,
+        dest,
+        root,
+        reader=reader,
+        dump_id=dump_id,
+    )
+
+
+def write_dump(
+    store: TableStore,
+    reads: list[ReadPlan],
+    holder: TenantRecord,
+    at_ts: int,
+    label: str,
+    dest: ObjectStore,
+    root: str,
+    *,
+    reader: Reader = "local",
+    target_bytes: int = DEFAULT_TARGET_BYTES,
+    dump_id: str | None = None,
+) -> DumpResult:
+    """Read each planned table at its time and write files, then the manifest."""
+    started = time.perf_counter()
     root = root.rstrip("/")
     dumped = []
-    for table in tables:
-        plan = plan_read(store.catalog, holder.ref, table.database, table.name, at_ts)
+    for plan in reads:
+        table = plan.table
         rows = _read(store, plan, reader)
         keys = list(table.schema.primary_key)
         files = []
@@ -108,7 +185,7 @@ def dump_tenant(
         holder.id,
         at_ts,
         label,
-        created,
+        time.time_ns() // 1000,
         tuple(dumped),
     )
     dest.put(f"{root}/{MANIFEST}", manifest.to_json().encode())

@@ -16,9 +16,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from engine.logical.manifest import DumpManifest, check_file, read_manifest
+from engine.logical.manifest import DumpManifest, check_file, verify_dump
 from tenants.catalog import Tx
-from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject
+from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, RewindError
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash, decode
 from tenants.reads import plan_read, read_local
@@ -62,7 +62,7 @@ def reload_dump(
     """
     started = time.perf_counter()
     root = root.rstrip("/")
-    manifest = read_manifest(dump, root)
+    manifest = verify_dump(dump, root)  # every file's size and hash, before anything is created
     staging_id = staging_id or new_id()
     with store.catalog.transaction() as tx:
         if replace_tenant_id is None and _active(tx, target_name):
@@ -74,17 +74,12 @@ def reload_dump(
         staging = _create_staging(tx, staging_id, target_name)
         for table in manifest.tables:
             create_table(tx, staging, table.database, table.name, table.schema())
-    rows = 0
-    for table in manifest.tables:
-        for entry in table.files:
-            part = decode(
-                check_file(dump, root, entry), f"{dump.warehouse.uri}/{root}/{entry.path}"
-            )
-            if part.num_rows:
-                with store.catalog.transaction() as tx:
-                    commit(tx, store.objects, staging, table.database, table.name, part, None)
-            rows += part.num_rows
-    _verify(store, manifest, staging)
+    try:
+        rows = _load(store, dump, root, manifest, staging)
+        _verify(store, manifest, staging)
+    except RewindError:
+        discard_staging(store, staging_id)
+        raise
     with store.catalog.transaction() as tx:
         ts = tx.commit_ts()
         if replace_tenant_id is not None:
@@ -107,6 +102,29 @@ def reload_dump(
         tenant = tenant_by_id(tx, staging_id)
     log.info("loaded dump %s (%d rows) as tenant %s", manifest.dump_id, rows, tenant.ref)
     return ReloadResult(tenant, manifest, rows, time.perf_counter() - started)
+
+
+def _load(
+    store: TableStore, dump: ObjectStore, root: str, manifest: DumpManifest, staging: TenantRecord
+) -> int:
+    rows = 0
+    for table in manifest.tables:
+        for entry in table.files:
+            where = f"{dump.warehouse.uri}/{root}/{entry.path}"
+            part = decode(check_file(dump, root, entry), where)
+            if part.num_rows:
+                with store.catalog.transaction() as tx:
+                    commit(tx, store.objects, staging, table.database, table.name, part, None)
+            rows += part.num_rows
+    return rows
+
+
+def discard_staging(store: TableStore, staging_id: str) -> None:
+    """Forget a staging tenant and delete the objects it wrote (nothing else shares them)."""
+    with store.catalog.transaction() as tx:
+        wipe_staging(tx, store.objects, staging_id)
+    prefix = f"tenants/{staging_id}/"
+    store.objects.delete_many(info.key for info in store.objects.list(prefix))
 
 
 def _active(tx: Tx, name: str) -> bool:

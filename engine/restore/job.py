@@ -209,7 +209,7 @@ def staging_root(job_id: str) -> str:
 
 def _run_logical(store: TableStore, job: JobRecord, seconds: dict[str, float]) -> RestoreOutcome:
     """Dump at S into the staging area (unless a complete dump is there), reload, swap."""
-    from engine.logical.dump import dump_tenant
+    from engine.logical.dump import dump_restore_plan
     from engine.logical.manifest import MANIFEST, read_manifest
     from engine.logical.reload import reload_dump
 
@@ -220,10 +220,9 @@ def _run_logical(store: TableStore, job: JobRecord, seconds: dict[str, float]) -
         clock = time.perf_counter()
         have_dump = any(i.key == f"{root}/{MANIFEST}" for i in store.objects.list(f"{root}/"))
         if not have_dump:
-            dump_tenant(
+            dump_restore_plan(
                 store,
-                plan.source.ref,
-                plan.at_ts,
+                plan,
                 store.objects,
                 root,
                 reader="spark" if job.executor == "spark" else "local",

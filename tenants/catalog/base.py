@@ -70,6 +70,11 @@ class Tx:
             self._ts = ts
         return self._ts
 
+    def observe_ts(self, ts: int) -> None:
+        """Never allocate a ts at or below ``ts`` again (data imported from another
+        deployment whose clock ran ahead carries timestamps up to ``ts``)."""
+        self.execute("UPDATE clock SET last_ts = ? WHERE id = 1 AND last_ts < ?", (ts, ts))
+
     def last_ts(self) -> int:
         """The newest committed timestamp ("now" for reads)."""
         return int(self.scalar("SELECT last_ts FROM clock WHERE id = 1"))
@@ -151,7 +156,9 @@ class Catalog:
         with self.transaction() as tx:
             # Another process may have applied this step since we looked: the
             # write lock is ours now, so check again before applying it.
-            if tx.scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
+            if tx.scalar(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            ):
                 current = int(tx.scalar("SELECT value FROM meta WHERE key = 'schema_version'"))
                 if current >= version:
                     return
