@@ -28,11 +28,8 @@ def chain(tx: Tx, tenant: TenantRecord) -> list[TenantRecord]:
             parent = tenant_by_id(tx, current.source_tenant_id)
         except NotFound:
             break
-        if (
-            parent.state == "dropped"
-            and parent.retain_until is not None
-            and parent.retain_until < now
-        ):
+        expired = parent.state == "dropped" and (parent.retain_until or now) < now
+        if parent.purged_ts is not None or expired:
             break
         result.append(parent)
         seen.add(parent.id)
@@ -67,16 +64,26 @@ def holder_at(tx: Tx, tenant: TenantRecord, ts: int) -> TenantRecord:
     return lineage[-1]
 
 
+def require_data(tenant: TenantRecord) -> TenantRecord:
+    """Refuse a purged tenant: its data is gone, and reading it must not look empty."""
+    if tenant.purged_ts is not None:
+        raise NotFound(
+            f"tenant {tenant.ref} was purged at ts {tenant.purged_ts}; its data is gone and "
+            "cannot be read or restored"
+        )
+    return tenant
+
+
 def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[TenantRecord, int, str]:
     """A time named by snapshot, instant or ts → (tenant holding its data, ts, label).
 
     Raises ``UnprotectedTime`` unless that tenant protects the time.
     """
     if isinstance(text, str) and text.strip() and not text.strip()[0].isdigit():
-        holder, snap = snapshot_in_lineage(tx, tenant, text.strip())
-        return holder, snap.ts, snap.name
+        holder, snap = snapshot_in_lineage(tx, require_data(tenant), text.strip())
+        return require_data(holder), snap.ts, snap.name
     ts = parse_instant(text) if isinstance(text, str) else int(text)
-    holder = holder_at(tx, tenant, ts)
+    holder = require_data(holder_at(tx, require_data(tenant), ts))
     protection(tx, holder).require(ts)
     return holder, ts, str(ts)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tenants.catalog import Catalog
-from tenants.lineage import resolve_point
+from tenants.lineage import require_data, resolve_point
 from tenants.mvcc import project, resolve
 from tenants.object_io import read_object
 from tenants.objects import ObjectRecord, live_objects
@@ -49,7 +49,7 @@ def plan_read(
         UnprotectedTime: ``as_of`` is not protected; its history may be gone.
     """
     with catalog.snapshot() as tx:
-        tenant_rec = find_tenant(tx, tenant)
+        tenant_rec = require_data(find_tenant(tx, tenant))
         if as_of is None:
             ts = tx.last_ts()
         else:

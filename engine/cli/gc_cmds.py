@@ -34,6 +34,9 @@ def gc_cmd(
             "--no-compact", help="Skip full compaction of tables with reclaimable versions."
         ),
     ] = False,
+    orphan_grace: Annotated[
+        str, typer.Option("--orphan-grace", help="Only sweep unknown keys older than this.")
+    ] = "24h",
     threshold: Annotated[
         float,
         typer.Option(
@@ -51,6 +54,7 @@ def gc_cmd(
         grace_us=grace_us,
         allow_short_grace=allow_short_grace,
         compact=not no_compact,
+        orphan_grace_us=0 if orphan_grace.strip() in ("0", "0s") else parse_duration(orphan_grace),
         threshold=threshold,
     )
     if state.json:

@@ -53,6 +53,23 @@ def known_keys(catalog: Catalog) -> set[str]:
     return keys
 
 
+def check_prefix(catalog: Catalog, store: ObjectStore) -> None:
+    """Refuse to collect anything when the warehouse listing is not this catalog's."""
+    known = known_keys(catalog)
+    seen = 0
+    for info in store.list("tenants/"):
+        if info.key in known:
+            return
+        seen += 1
+        if seen >= 1000:
+            break
+    if seen:
+        raise SweepRefused(
+            f"gc refused: the catalog knows none of the first {seen} key(s) listed under "
+            f"{store.warehouse.uri}/tenants/; check --warehouse and --catalog belong together"
+        )
+
+
 def sweep_orphans(
     catalog: Catalog, store: ObjectStore, *, grace_us: int, dry_run: bool = True
 ) -> OrphanReport:

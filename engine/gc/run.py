@@ -4,6 +4,7 @@ Order matters: full compaction first (its replaced objects then age through
 the grace period like any other), object collection next, the orphan sweep
 last. Destructive by request only: ``dry_run`` defaults to True, and a grace
 shorter than an hour needs ``allow_short_grace``, as delta-rs's vacuum does.
+Unknown keys (orphans) wait 24 h by default, as DESIGN.md says.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import time
 from dataclasses import dataclass, field
 
 from engine.gc.collect import DEFAULT_GRACE_US, CollectReport, collect
-from engine.gc.orphans import OrphanReport, sweep_orphans
+from engine.gc.orphans import OrphanReport, check_prefix, sweep_orphans
 from engine.gc.reclaim import DEFAULT_THRESHOLD, Reclaimable, compact_reclaimable, scan
 from tenants.compaction import CompactionResult
 from tenants.errors import InvalidArgument
 from tenants.store import TableStore
-from tenants.times import format_duration
+from tenants.times import US, format_duration
+
+DEFAULT_ORPHAN_GRACE_US = 24 * US["h"]
 
 
 @dataclass(frozen=True)
@@ -38,16 +41,26 @@ def run_gc(
     allow_short_grace: bool = False,
     compact: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
+    orphan_grace_us: int = DEFAULT_ORPHAN_GRACE_US,
 ) -> GcReport:
+    """One GC pass. Objects unreferenced for ``grace_us`` are collected; unknown keys
+    are swept only after ``orphan_grace_us`` (at least ``grace_us``), since a long
+    compaction or restore may still be about to register them."""
     if grace_us < DEFAULT_GRACE_US and not allow_short_grace:
         raise InvalidArgument(
             f"a grace period of {format_duration(grace_us) if grace_us else '0s'} is shorter than "
             f"{format_duration(DEFAULT_GRACE_US)}: objects of writes still in flight could be deleted; "
             "pass --allow-short-grace if you are sure"
         )
+    if orphan_grace_us < DEFAULT_GRACE_US and not allow_short_grace:
+        raise InvalidArgument(
+            f"an orphan grace of {format_duration(orphan_grace_us) if orphan_grace_us else '0s'} is "
+            f"shorter than {format_duration(DEFAULT_GRACE_US)}; pass --allow-short-grace if you are sure"
+        )
     if not 0 < threshold <= 1:
         raise InvalidArgument(f"compaction threshold must be in (0, 1], got {threshold}")
     seconds: dict[str, float] = {}
+    check_prefix(store.catalog, store.objects)  # before anything is compacted or collected
     clock = time.perf_counter()
     found = scan(store.catalog, store.objects) if compact else []
     compacted = (
@@ -60,6 +73,8 @@ def run_gc(
     collected = collect(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
     seconds["collect"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    orphans = sweep_orphans(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
+    orphans = sweep_orphans(
+        store.catalog, store.objects, grace_us=max(grace_us, orphan_grace_us), dry_run=dry_run
+    )
     seconds["orphans"] = time.perf_counter() - clock
     return GcReport(dry_run, tuple(found), tuple(compacted), collected, orphans, seconds)

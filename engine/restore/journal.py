@@ -79,6 +79,22 @@ def start_job(
                     f"`rewind restore-tenant {name} --resume {running['id']}` or "
                     f"`--cancel {running['id']}`"
                 )
+        used_ids = sorted({o.id for o in plan.used_objects()})
+        known = {
+            r["id"]
+            for chunk in range(0, len(used_ids), 500)
+            for r in tx.all(
+                "SELECT id FROM objects WHERE id IN ("
+                + ", ".join("?" for _ in used_ids[chunk : chunk + 500])
+                + ")",
+                used_ids[chunk : chunk + 500],
+            )
+        }
+        if len(known) != len(used_ids):
+            raise RestoreInProgress(
+                f"restore of tenant {plan.source.name!r}: garbage collection already deleted "
+                f"{len(used_ids) - len(known)} object(s) the plan uses; plan again"
+            )
         doomed = tx.all("SELECT object_id, object_key FROM gc_pending")
         used = {o.id for o in plan.used_objects()}
         collected = [r["object_key"] for r in doomed if r["object_id"] in used]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -207,18 +208,34 @@ class S3ObjectStore:
         return deleted
 
     def _delete_batch(self, keys: builtins.list[str]) -> int:
-        objects = [{"Key": self._full(k)} for k in keys]
-        try:
-            response = _retry(self._client.delete_objects)(
-                Bucket=self.warehouse.bucket, Delete={"Objects": objects, "Quiet": True}
-            )
-        except Exception as e:
-            raise self._translate(e, keys[0], "delete") from e
-        errors = response.get("Errors", [])
-        if errors:
-            first = errors[0]
-            raise StorageError(
-                f"cannot delete {len(errors)} of {len(keys)} objects in "
-                f"s3://{self.warehouse.bucket}, first {first.get('Key')}: {first.get('Code')}"
-            )
-        return len(keys)
+        """One DeleteObjects request, resending only keys S3 reported as throttled.
+
+        S3 may answer 200 with per-key errors (SlowDown, InternalError): those keys
+        are retried with backoff; any other per-key error fails at once.
+        """
+        pending = list(keys)
+        for attempt in range(MAX_ATTEMPTS):
+            objects = [{"Key": self._full(k)} for k in pending]
+            try:
+                response = _retry(self._client.delete_objects)(
+                    Bucket=self.warehouse.bucket, Delete={"Objects": objects, "Quiet": True}
+                )
+            except Exception as e:
+                raise self._translate(e, pending[0], "delete") from e
+            errors = response.get("Errors", [])
+            if not errors:
+                return len(keys)
+            fatal = [e for e in errors if e.get("Code") not in RETRYABLE_CODES]
+            if fatal:
+                first = fatal[0]
+                raise StorageError(
+                    f"cannot delete {len(fatal)} of {len(pending)} objects in "
+                    f"s3://{self.warehouse.bucket}, first {first.get('Key')}: {first.get('Code')}"
+                )
+            failed = {e.get("Key") for e in errors}
+            pending = [k for k in pending if self._full(k) in failed]
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+        raise TransientError(
+            f"cannot delete {len(pending)} objects in s3://{self.warehouse.bucket} "
+            f"(e.g. {pending[0]}): still throttled after {MAX_ATTEMPTS} attempts"
+        )
