@@ -2,7 +2,9 @@
 
 A restore creates a new tenant id for the name and retires the old one, so
 "acme at T" is the tenant that was acme at T: walk from the current holder
-back through ``source_tenant_id`` while the ancestors are retained. This is
+back through the previous holders of the name (``previous_holder_id``; for a
+clone, its source) while they are retained. Following where the data came
+from instead would skip a tenant that held the name between two restores. This is
 how snapshots taken after a restore point stay restorable by name, as a
 MatrixOne or Snowflake user expects.
 """
@@ -23,9 +25,9 @@ def chain(tx: Tx, tenant: TenantRecord) -> list[TenantRecord]:
     result = [tenant]
     seen = {tenant.id}
     current = tenant
-    while current.source_tenant_id and current.source_tenant_id not in seen:
+    while (before := current.previous_holder_id or current.source_tenant_id) and before not in seen:
         try:
-            parent = tenant_by_id(tx, current.source_tenant_id)
+            parent = tenant_by_id(tx, before)
         except NotFound:
             break
         expired = parent.state == "dropped" and (parent.retain_until or now) < now

@@ -43,6 +43,7 @@ class TenantRecord:
     restore_job_id: str | None = None
     retain_until: int | None = None
     purged_ts: int | None = None
+    previous_holder_id: str | None = None  # who held the name before (set by restores)
 
     @property
     def ref(self) -> str:
@@ -63,6 +64,7 @@ class TenantRecord:
             row.get("restore_job_id"),
             row.get("retain_until"),
             row.get("purged_ts"),
+            row.get("previous_holder_id"),
         )
 
 

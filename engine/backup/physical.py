@@ -228,7 +228,9 @@ def restore_physical(
             )
         if holder:
             retire_tenant(tx, tenant_by_id(tx, holder["id"]), ts, 7 * 86_400_000_000)
-        _install(tx, plan, tenant_id, name, installed, ts, backup_id)
+        _install(
+            tx, plan, tenant_id, name, installed, ts, backup_id, holder["id"] if holder else None
+        )
         return tenant_by_id(tx, tenant_id)
 
 
@@ -244,11 +246,12 @@ def _install(
     installed: dict[str, list[ObjectRecord]],
     ts: int,
     backup_id: str,
+    previous_holder: str | None,
 ) -> None:
     tx.execute(
         "INSERT INTO tenants (id, name, state, created_ts, last_change_ts, source_tenant_id, source_ts, "
-        "restore_job_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?)",
-        (tenant_id, name, ts, ts, plan.source.id, plan.at_ts, backup_id),
+        "restore_job_id, previous_holder_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?)",
+        (tenant_id, name, ts, ts, plan.source.id, plan.at_ts, backup_id, previous_holder),
     )
     db_ids = {db: new_id() for db in plan.databases}
     for db, (_, created) in plan.databases.items():

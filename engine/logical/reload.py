@@ -96,8 +96,9 @@ def reload_dump(
             )
         tx.execute(
             "UPDATE tenants SET state = 'active', source_tenant_id = ?, source_ts = ?, "
-            "restore_job_id = ?, last_change_ts = ? WHERE id = ? AND state = 'staging'",
-            (manifest.source_tenant_id, manifest.at_ts, job_id, ts, staging_id),
+            "restore_job_id = ?, last_change_ts = ?, previous_holder_id = ? "
+            "WHERE id = ? AND state = 'staging'",
+            (manifest.source_tenant_id, manifest.at_ts, job_id, ts, replace_tenant_id, staging_id),
         )
         tenant = tenant_by_id(tx, staging_id)
     log.info("loaded dump %s (%d rows) as tenant %s", manifest.dump_id, rows, tenant.ref)

@@ -19,8 +19,11 @@ def history(catalog: Catalog, tenant: str) -> History:
     with catalog.snapshot() as tx:
         current = find_tenant(tx, tenant)
         lineage = [current]
-        while lineage[-1].source_tenant_id and len(lineage) < 1000:
-            lineage.append(tenant_by_id(tx, lineage[-1].source_tenant_id))
+        while len(lineage) < 1000:
+            before = lineage[-1].previous_holder_id or lineage[-1].source_tenant_id
+            if not before or any(t.id == before for t in lineage):
+                break
+            lineage.append(tenant_by_id(tx, before))
         others = tx.all(
             "SELECT * FROM tenants WHERE name = ? ORDER BY created_ts DESC", (current.name,)
         )

@@ -66,8 +66,17 @@ def install(
 def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:
     tx.execute(
         "INSERT INTO tenants (id, name, state, created_ts, last_change_ts, source_tenant_id, "
-        "source_ts, restore_job_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?)",
-        (plan.new_tenant_id, plan.target_name, ts, ts, plan.source.id, plan.at_ts, plan.job_id),
+        "source_ts, restore_job_id, previous_holder_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?)",
+        (
+            plan.new_tenant_id,
+            plan.target_name,
+            ts,
+            ts,
+            plan.source.id,
+            plan.at_ts,
+            plan.job_id,
+            plan.replaced_tenant_id,
+        ),
     )
 
 

@@ -58,10 +58,13 @@ class JobRecord:
 
 
 def _running(tx: Tx, name: str) -> Row | None:
+    """An unfinished job that restores into, or reads from, the tenant named ``name``."""
     placeholders = ", ".join("?" for _ in ACTIVE_STATES)
     return tx.one(
-        f"SELECT id, state, created_ts FROM restore_jobs WHERE lock_name = ? AND state IN ({placeholders})",
-        (name, *ACTIVE_STATES),
+        "SELECT j.id, j.state, j.created_ts FROM restore_jobs j "
+        "JOIN tenants s ON s.id = j.source_tenant_id "
+        f"WHERE (j.lock_name = ? OR s.name = ?) AND j.state IN ({placeholders})",
+        (name, name, *ACTIVE_STATES),
     )
 
 

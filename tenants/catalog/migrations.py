@@ -157,6 +157,10 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 decided_ts BIGINT NOT NULL)""",
         ],
     ),
+    (
+        "tenant name history: the previous holder of a name",
+        ["ALTER TABLE tenants ADD COLUMN previous_holder_id VARCHAR(32)"],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

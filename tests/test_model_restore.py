@@ -1,0 +1,343 @@
+"""Model-based test of physical restore: random histories against ``tests/oracle.py``.
+
+Hypothesis generates histories on one tenant with two tables: writes (new
+keys, updates, deletes of present and absent keys, delete + upsert of one key
+in one commit), partial and full compactions (small targets, so merged objects
+split and straddle snapshots), snapshots created and some dropped, and
+optionally a schema change (a column added, later maybe dropped). The oracle
+tracks what every read must return.
+
+Then, for every snapshot still standing and for "now", the tenant is restored
+as a clone. The clone read at now must equal the oracle at S (with the schema
+as of S); every snapshot at or before S must be carried and read as the oracle
+says; a write to the clone must work; and the source must read as before.
+Full compaction after a snapshot is dropped is the case DESIGN.md's "Lessons"
+warn about: a tombstone a remaining snapshot needs must survive it.
+
+Every example uses the local executor for every S, and the Spark executor for
+the S with the most rewrite tasks (its result must equal the local one).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+from hypothesis import event, given
+from hypothesis import strategies as st
+from oracle import Oracle, Row
+from restore_helpers import reads
+
+from engine.restore.job import restore_tenant
+from engine.restore.plan import plan_restore
+from tenants.compaction import DEFAULT_TARGET_BYTES
+from tenants.embedded_s3 import EmbeddedS3
+from tenants.schema import Column, TableSchema
+from tenants.store import TableStore
+
+DEEP = os.environ.get("HYPOTHESIS_PROFILE", "ci") == "deep"
+MAX_STEPS = 24 if DEEP else 14
+TENANT = "src"
+DB = "db"
+
+ITEMS = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
+ORDERS = TableSchema(
+    (Column("id", "int64"), Column("region", "string"), Column("qty", "int32", nullable=False)),
+    ("id", "region"),
+)
+NOTE = Column("note", "string")
+
+KEYS: dict[str, st.SearchStrategy[dict[str, Any]]] = {
+    "items": st.fixed_dictionaries({"id": st.integers(0, 5)}),
+    "orders": st.fixed_dictionaries(
+        {"id": st.integers(0, 3), "region": st.sampled_from(["eu", "us"])}
+    ),
+}
+VALUES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
+    "items": st.fixed_dictionaries(
+        {"v": st.none() | st.text(max_size=3), "note": st.none() | st.sampled_from(["n", "m"])}
+    ),
+    "orders": st.fixed_dictionaries({"qty": st.integers(-(2**31), 2**31 - 1)}),
+}
+PRIMARY_KEYS = {"items": ("id",), "orders": ("id", "region")}
+
+
+# --- operations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Write:
+    table: str
+    upserts: tuple[Row, ...]  # carry a "note" value; kept only while items has the column
+    deletes: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class Compact:
+    table: str | None  # None: every table
+    full: bool
+    target_bytes: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    pass
+
+
+@dataclass(frozen=True)
+class DropSnapshot:
+    index: int  # of the snapshots standing, modulo their number
+
+
+@dataclass(frozen=True)
+class Alter:
+    kind: Literal["add_note", "drop_note"]
+
+
+Op = Write | Compact | Snapshot | DropSnapshot | Alter
+
+
+def _key(table: str, row: Row) -> tuple[Any, ...]:
+    return tuple(row[k] for k in PRIMARY_KEYS[table])
+
+
+@st.composite
+def writes(draw: st.DrawFn, table: str | None = None) -> Write:
+    table = table or draw(st.sampled_from(["items", "orders"]))
+    upsert_keys = draw(st.lists(KEYS[table], max_size=4, unique_by=lambda k: _key(table, k)))
+    upserts = tuple({**k, **draw(VALUES[table])} for k in upsert_keys)
+    deletes = draw(
+        st.lists(
+            KEYS[table],
+            min_size=0 if upserts else 1,
+            max_size=3,
+            unique_by=lambda k: _key(table, k),
+        )
+    )
+    return Write(table, upserts, tuple(deletes))
+
+
+compactions = st.builds(
+    Compact,
+    table=st.sampled_from([None, "items", "orders"]),
+    full=st.booleans(),
+    target_bytes=st.sampled_from([1, 1_000, 1_500, DEFAULT_TARGET_BYTES]),
+)
+ops = st.one_of(
+    writes(),
+    writes(),
+    writes(),
+    compactions,
+    st.just(Snapshot()),
+    st.just(Snapshot()),
+    st.builds(DropSnapshot, index=st.integers(0, 10)),
+    st.builds(Alter, kind=st.sampled_from(["add_note", "drop_note"])),
+)
+part = st.lists(ops, max_size=MAX_STEPS // 3)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Op]:
+    """Free sequences of operations, around writes to one table on both sides of a
+    snapshot and a later compaction of it, so merged objects straddle snapshots
+    (the layouts a restore must rewrite)."""
+    table = draw(st.sampled_from(["items", "orders"]))
+    before = draw(part) + draw(st.lists(writes(table), min_size=1, max_size=3))
+    after = draw(part) + draw(st.lists(writes(table), min_size=1, max_size=3))
+    compaction = Compact(
+        draw(st.sampled_from([None, table])),
+        draw(st.booleans()),
+        draw(st.sampled_from([1_500, DEFAULT_TARGET_BYTES])),
+    )
+    return [*before, Snapshot(), *after, compaction, *draw(part)]
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+class Model:
+    """A fresh store (new bucket, new SQLite file) with the oracle beside it."""
+
+    def __init__(self, s3: EmbeddedS3, directory: str) -> None:
+        bucket = f"rewind-restore-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(bucket)
+        self.store = TableStore.open(
+            f"sqlite:///{directory}/c.db", f"s3://{bucket}/wh", s3=s3.settings
+        )
+        self.oracle = Oracle()
+        self.store.create_tenant(TENANT)
+        self.schemas: dict[str, list[tuple[int, TableSchema]]] = {}
+        for name, schema in (("items", ITEMS), ("orders", ORDERS)):
+            record = self.store.create_table(TENANT, DB, name, schema)
+            self.schemas[name] = [(record.created_ts, schema)]
+            self.oracle.create_table(name, schema.primary_key)
+        self.snapshots: dict[str, int] = {}  # standing snapshots: name -> ts
+        self.made = 0
+        self.note_added = False  # a dropped column name may not be reused
+
+    def close(self) -> None:
+        self.store.close()
+
+    def schema_at(self, table: str, ts: int) -> TableSchema:
+        return [s for since, s in self.schemas[table] if since <= ts][-1]
+
+    def expected(self, table: str, ts: int) -> list[Row]:
+        names = self.schema_at(table, ts).names
+        return [{n: row.get(n) for n in names} for row in self.oracle.read(table, ts)]
+
+    def apply(self, op: Op) -> None:
+        store = self.store
+        if isinstance(op, Write):
+            schema = self.schema_at(op.table, store.now())
+            upserts = [{n: r.get(n) for n in schema.names} for r in op.upserts]
+            result = store.write(
+                TENANT,
+                DB,
+                op.table,
+                upserts=pa.Table.from_pylist(upserts, schema=schema.arrow()) if upserts else None,
+                deletes=(
+                    pa.Table.from_pylist(list(op.deletes), schema=schema.key_arrow())
+                    if op.deletes
+                    else None
+                ),
+            )
+            self.oracle.write(op.table, result.ts, upserts=upserts, deletes=op.deletes)
+        elif isinstance(op, Compact):
+            if op.table is None:
+                store.compact(TENANT, target_bytes=op.target_bytes, full=op.full)
+            else:
+                store.compact(TENANT, DB, op.table, target_bytes=op.target_bytes, full=op.full)
+        elif isinstance(op, Snapshot):
+            name = f"s{self.made}"
+            self.made += 1
+            self.snapshots[name] = store.create_snapshot(TENANT, name).ts
+        elif isinstance(op, DropSnapshot):
+            if self.snapshots:
+                name = sorted(self.snapshots)[op.index % len(self.snapshots)]
+                store.drop_snapshot(TENANT, name)
+                del self.snapshots[name]
+        else:
+            current = self.schema_at("items", store.now())
+            has_note = "note" in current.names
+            if op.kind == "add_note" and not self.note_added:
+                self.note_added = True
+                record = store.alter_table(TENANT, DB, "items", add=[NOTE])
+            elif op.kind == "drop_note" and has_note:
+                record = store.alter_table(TENANT, DB, "items", drop=["note"])
+            else:
+                return
+            self.schemas["items"].append((record.schema_from_ts, record.schema))
+
+    def check_clone(self, clone: str, at_ts: int) -> None:
+        """The clone reads as the oracle at S, with the DDL and snapshots as of S."""
+        store = self.store
+        tables = {t.name: t for t in store.tables(clone)}
+        assert sorted(tables) == ["items", "orders"]
+        for table in ("items", "orders"):
+            assert tables[table].schema == self.schema_at(table, at_ts), (clone, table)
+            got = store.read(clone, DB, table).to_pylist()
+            assert got == self.expected(table, at_ts), f"{clone}/{table} restored to ts {at_ts}"
+        carried = sorted((ts, name) for name, ts in self.snapshots.items() if ts <= at_ts)
+        assert [(s.ts, s.name) for s in store.snapshots(clone)] == carried
+        for ts, name in carried:
+            for table in ("items", "orders"):
+                got = store.read(clone, DB, table, as_of=name).to_pylist()
+                assert got == self.expected(table, ts), f"{clone}/{table} at snapshot {name}"
+
+    def check_restores(self, spark: bool) -> list[int]:
+        """Restore a clone at every standing snapshot and at now; rewrite tasks per point."""
+        store = self.store
+        now = store.now()
+        source_before = reads(store, TENANT)
+        objects_before = store.objects_of(TENANT)
+        points: list[tuple[str | int, int]] = [(n, ts) for n, ts in self.snapshots.items()]
+        points.append((now, now))
+        for table in ("items", "orders"):
+            assert source_before[f"{DB}.{table}"] == self.expected(table, now)
+
+        rewrites = []
+        for index, (point, at_ts) in enumerate(points):
+            clone = f"clone{index}"
+            outcome = restore_tenant(store, TENANT, point, to=clone, executor="local")
+            assert outcome.plan.at_ts == at_ts
+            for table_plan in outcome.plan.tables:
+                for item in table_plan.objects:
+                    o = item.object
+                    assert item.action == (
+                        "reuse" if o.max_ts <= at_ts else "skip" if o.min_ts > at_ts else "rewrite"
+                    )
+            rewrites.append(len(outcome.plan.tasks))
+            self.check_clone(clone, at_ts)
+            # The clone takes writes; the source does not see them.
+            schema = self.schema_at("items", at_ts)
+            row = {n: None for n in schema.names} | {"id": 99, "v": "clone"}
+            store.write(clone, DB, "items", upserts=pa.Table.from_pylist([row], schema=schema.arrow()))
+            assert store.read(clone, DB, "items").to_pylist() == sorted(
+                [r for r in self.expected("items", at_ts) if r["id"] != 99] + [row],
+                key=lambda r: r["id"],
+            )
+            assert reads(store, TENANT) == source_before
+
+        if spark:
+            best = max(range(len(points)), key=lambda i: rewrites[i])
+            point, at_ts = points[best]
+            plan = plan_restore(store.catalog, TENANT, point, to="sparkclone")
+            outcome = restore_tenant(store, TENANT, point, to="sparkclone", executor="spark")
+            assert outcome.executor == "spark"
+            assert len(outcome.plan.tasks) == len(plan.tasks)
+            self.check_clone("sparkclone", at_ts)
+
+        assert reads(store, TENANT) == source_before
+        assert store.objects_of(TENANT) == objects_before
+        assert store.tenant(TENANT).source_tenant_id is None
+        return rewrites
+
+
+@contextmanager
+def model(s3: EmbeddedS3) -> Iterator[Model]:
+    with tempfile.TemporaryDirectory(prefix="rewind-restore-model-") as directory:
+        m = Model(s3, directory)
+        try:
+            yield m
+        finally:
+            m.close()
+
+
+@given(history=histories())
+def test_clone_restore_at_every_protected_time_reads_as_the_oracle(
+    s3_server: EmbeddedS3, spark: Any, history: list[Op]
+) -> None:
+    with model(s3_server) as m:
+        for op in history:
+            m.apply(op)
+        rewrites = m.check_restores(spark=True)
+    event(f"restore points: {len(rewrites)}")
+    event(f"most rewrite tasks at one point: {min(max(rewrites), 5)}{'+' if max(rewrites) >= 5 else ''}")
+
+
+def test_full_compaction_after_dropping_a_snapshot_keeps_tombstones_a_later_restore_needs(
+    s3_server: EmbeddedS3,
+) -> None:
+    """A fixed history of the GC lesson: the tombstone hiding key 1 at s1 must survive."""
+    history: list[Op] = [
+        Write("items", ({"id": 1, "v": "a", "note": None}, {"id": 2, "v": "b", "note": None}), ()),
+        Snapshot(),  # s0: 1 and 2
+        Write("items", (), ({"id": 1},)),
+        Snapshot(),  # s1: 2 only
+        Write("items", ({"id": 1, "v": "again", "note": None},), ({"id": 2},)),
+        DropSnapshot(0),
+        Compact(None, True, DEFAULT_TARGET_BYTES),
+        Write("items", ({"id": 3, "v": "c", "note": None},), ()),
+        Compact(None, False, DEFAULT_TARGET_BYTES),
+    ]
+    with model(s3_server) as m:
+        for op in history:
+            m.apply(op)
+        assert sorted(m.snapshots) == ["s1"]
+        m.check_restores(spark=False)
