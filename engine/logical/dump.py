@@ -29,9 +29,8 @@ from tenants.lineage import resolve_point
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash, encode
 from tenants.reads import ReadPlan, plan_read, read_local
-from tenants.schema import TableSchema
 from tenants.store import TableStore
-from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id, tables_at
+from tenants.tenancy import TenantRecord, find_tenant, new_id, tables_at
 
 Reader = Literal["local", "spark"]
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
@@ -110,19 +109,7 @@ def dump_restore_plan(
     for table in plan.tables:
         if table.dropped_ts is not None:
             continue
-        latest = table.schema_versions[-1]
-        schema = TableSchema.from_json(latest.columns_json, latest.primary_key_json)
-        record = TableRecord(
-            table.source_table_id,
-            plan.source.id,
-            "",
-            table.database,
-            table.name,
-            table.created_ts,
-            None,
-            schema,
-            latest.valid_from_ts,
-        )
+        record = table.record(table.source_table_id, plan.source.id)
         objects = tuple(o.object for o in table.objects if o.action != "skip")
         reads.append(ReadPlan(plan.source, record, plan.at_ts, objects))
     return write_dump(

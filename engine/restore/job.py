@@ -180,13 +180,10 @@ def _run(
         tenant = install(catalog, plan, results)
         seconds["install"] = time.perf_counter() - clock
     except Exception as e:
-        _fail(store, job, e)
-        if not isinstance(e, RewindError):
-            raise  # a bug, not a user-facing failure: keep its traceback
-        raise type(e)(
-            f"{e} — restore job {job.id} failed; resume with "
-            f"`rewind restore-tenant {plan.source.name} --resume {job.id}` or cancel with `--cancel {job.id}`"
-        ) from e
+        wrapped = _failed(store, job, e)
+        if wrapped is e:
+            raise
+        raise wrapped from e
     log.info("tenant %s: restore job %s installed as %s", plan.source.ref, job.id, tenant.ref)
     return RestoreOutcome(
         job_id=job.id,
@@ -251,13 +248,10 @@ def _run_logical(store: TableStore, job: JobRecord, seconds: dict[str, float]) -
                 "UPDATE restore_jobs SET installed_ts = ? WHERE id = ?", (tx.commit_ts(), job.id)
             )
     except Exception as e:
-        _fail(store, job, e)
-        if not isinstance(e, RewindError):
-            raise  # a bug, not a user-facing failure: keep its traceback
-        raise type(e)(
-            f"{e} — restore job {job.id} failed; resume with "
-            f"`rewind restore-tenant {plan.source.name} --resume {job.id}` or cancel with `--cancel {job.id}`"
-        ) from e
+        wrapped = _failed(store, job, e)
+        if wrapped is e:
+            raise
+        raise wrapped from e
     store.objects.delete_many(i.key for i in store.objects.list(f"{root}/"))
     return RestoreOutcome(
         job_id=job.id,
@@ -280,6 +274,22 @@ def _installed_by(store: TableStore, job: JobRecord) -> TenantRecord | None:
     if row is not None and row["state"] != "staging" and row["restore_job_id"] == job.id:
         return TenantRecord.from_row(row)
     return None
+
+
+def _failed(store: TableStore, job: JobRecord, error: Exception) -> Exception:
+    """Journal the failure; the error to raise says how to resume or cancel.
+
+    An error that is not a RewindError is a bug: it is returned as it is, so its
+    traceback survives.
+    """
+    _fail(store, job, error)
+    if not isinstance(error, RewindError):
+        return error
+    name = job.plan.source.name
+    return type(error)(
+        f"{error} — restore job {job.id} failed; resume with "
+        f"`rewind restore-tenant {name} --resume {job.id}` or cancel with `--cancel {job.id}`"
+    )
 
 
 def _fail(store: TableStore, job: JobRecord, error: BaseException) -> None:

@@ -27,8 +27,9 @@ from tenants.names import tenant_name
 from tenants.objects import ObjectRecord, live_objects, object_key
 from tenants.pitr import get_pitr
 from tenants.schedules import get_schedule
+from tenants.schema import TableSchema
 from tenants.snapshots import list_snapshots
-from tenants.tenancy import TenantRecord, find_tenant, new_id
+from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id
 
 Action = Literal["reuse", "rewrite", "skip"]
 Mode = Literal["in_place", "clone"]
@@ -64,6 +65,22 @@ class TablePlan:
     @property
     def qualified(self) -> str:
         return f"{self.database}.{self.name}"
+
+    def record(self, table_id: str, tenant_id: str) -> TableRecord:
+        """The table as of S (its newest schema version at or before S), for a read."""
+        latest = self.schema_versions[-1]
+        schema = TableSchema.from_json(latest.columns_json, latest.primary_key_json)
+        return TableRecord(
+            table_id,
+            tenant_id,
+            "",
+            self.database,
+            self.name,
+            self.created_ts,
+            None,
+            schema,
+            latest.valid_from_ts,
+        )
 
     def totals(self) -> dict[Action, tuple[int, int]]:
         """(objects, bytes) per action."""

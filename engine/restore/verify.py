@@ -25,8 +25,6 @@ from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash
 from tenants.reads import ReadPlan, plan_read, read_local
-from tenants.schema import TableSchema
-from tenants.tenancy import TableRecord
 
 VerifyLevel = Literal["none", "objects", "full"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
@@ -113,19 +111,8 @@ def verify_full(
             continue
         source = plan_read(catalog, plan.source.ref, table.database, table.name, plan.at_ts)
         expected = read_local(store, source)
-        latest = table.schema_versions[-1]
-        schema = TableSchema.from_json(latest.columns_json, latest.primary_key_json)
-        record = TableRecord(
-            table.new_table_id,
-            plan.new_tenant_id,
-            "",
-            table.database,
-            table.name,
-            table.created_ts,
-            None,
-            schema,
-            latest.valid_from_ts,
-        )
+        record = table.record(table.new_table_id, plan.new_tenant_id)
+        schema = record.schema
         candidate = ReadPlan(
             replace(source.tenant, id=plan.new_tenant_id),
             record,
