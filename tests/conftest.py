@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,9 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def store(s3_server: EmbeddedS3, bucket: str, tmp_path: Path, clock: ManualClock) -> Iterator[TableStore]:
+def store(
+    s3_server: EmbeddedS3, bucket: str, tmp_path: Path, clock: ManualClock
+) -> Iterator[TableStore]:
     """A TableStore on a fresh moto bucket and a fresh SQLite catalog file."""
     table_store = TableStore.open(
         f"sqlite:///{tmp_path / 'catalog.db'}",
@@ -78,6 +80,28 @@ def store(s3_server: EmbeddedS3, bucket: str, tmp_path: Path, clock: ManualClock
     )
     yield table_store
     table_store.close()
+
+
+@pytest.fixture
+def uris(bucket: str, tmp_path: Path) -> tuple[str, str]:
+    """A fresh catalog file and warehouse, as the CLI's ``--catalog``/``--warehouse``."""
+    return f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/wh"
+
+
+@pytest.fixture
+def rewind(uris: tuple[str, str]) -> Callable[..., Any]:
+    """Run ``rewind --catalog … --warehouse … ARGS`` in-process (typer's CliRunner)."""
+    from typer.testing import CliRunner
+
+    from engine.cli.app import app
+
+    catalog, warehouse = uris
+    runner = CliRunner()
+
+    def run(*args: str | Path) -> Any:
+        return runner.invoke(app, ["--catalog", catalog, "--warehouse", warehouse, *map(str, args)])
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -9,39 +9,21 @@ backup destination. The source tenant is built through the API
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from backup_helpers import AT_MON, build_source, dest_keys, tenant_rows
+from cli_helpers import as_json, ok
 from restore_helpers import reads
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from engine.cli.app import app
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.store import TableStore
 
 Rewind = Callable[..., Result]
-
-
-@pytest.fixture
-def uris(bucket: str, tmp_path: Path) -> tuple[str, str]:
-    return f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/wh"
-
-
-@pytest.fixture
-def rewind(uris: tuple[str, str]) -> Rewind:
-    catalog, warehouse = uris
-    runner = CliRunner()
-
-    def run(*args: str | Path) -> Result:
-        return runner.invoke(app, ["--catalog", catalog, "--warehouse", warehouse, *map(str, args)])
-
-    return run
 
 
 @pytest.fixture
@@ -63,15 +45,6 @@ def dest_uri(s3_server: EmbeddedS3) -> str:
 @pytest.fixture
 def dest(dest_uri: str, s3_server: EmbeddedS3) -> ObjectStore:
     return open_object_store(dest_uri, s3_server.settings)
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
-    return result
-
-
-def as_json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
 
 
 def create(rewind: Rewind, dest_uri: str, kind: str, snapshot: str = "mon") -> dict[str, Any]:

@@ -9,17 +9,16 @@ and S3, only ``now`` is chosen by the test).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from cli_helpers import as_json, ok
+from typer.testing import Result
 
 from engine.cli import context
-from engine.cli.app import app
 from engine.restore.job import restore_tenant
 from tenants.catalog.base import Clock
 from tenants.embedded_s3 import EmbeddedS3
@@ -35,37 +34,11 @@ ORDERS = ["--column", "id:int64", "--column", "item:string", "--column", "amount
 
 
 @pytest.fixture
-def uris(bucket: str, tmp_path: Path) -> tuple[str, str]:
-    return f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/wh"
-
-
-@pytest.fixture
-def rewind(uris: tuple[str, str]) -> Rewind:
-    """Run ``rewind --catalog … --warehouse … ARGS`` in-process."""
-    catalog, warehouse = uris
-    runner = CliRunner()
-
-    def run(*args: str | Path) -> Result:
-        return runner.invoke(app, ["--catalog", catalog, "--warehouse", warehouse, *map(str, args)])
-
-    return run
-
-
-@pytest.fixture
 def api(uris: tuple[str, str], s3_server: EmbeddedS3) -> Iterator[TableStore]:
     """The same catalog and warehouse through the API (for what the CLI does not do)."""
     table_store = TableStore.open(*uris)
     yield table_store
     table_store.close()
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
-    return result
-
-
-def as_json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
 
 
 def failed(result: Result, expected: str) -> str:
