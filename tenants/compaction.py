@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -30,6 +31,7 @@ from tenants.objects import (
 )
 from tenants.objectstore import ObjectStore
 from tenants.protection import protection
+from tenants.reads import READ_THREADS
 from tenants.retention import keep_masks
 from tenants.tenancy import TableRecord, active_tenant, find_table, tables_at, tenant_by_id
 
@@ -85,10 +87,10 @@ def compact_table(
     pk = list(table.schema.primary_key)
     if guard is None:
         groups = _groups(objects)
-        loaded = {o.id: read_object(store, o) for g in groups for o in g}
+        loaded = _read_all(store, [o for g in groups for o in g])
     else:
         groups = _all_groups(objects)
-        loaded = {o.id: read_object(store, o) for o in objects}
+        loaded = _read_all(store, objects)
         inputs = [(o.kind, loaded[o.id]) for o in objects]
         for record, mask in zip(objects, keep_masks(inputs, table.schema, guard), strict=True):
             loaded[record.id] = loaded[record.id].filter(pa.array(mask))
@@ -125,6 +127,18 @@ def compact_table(
         sum(o.bytes for o in replaced),
         sum(o.bytes for o in written),
     )
+
+
+def _read_all(store: ObjectStore, objects: list[ObjectRecord]) -> dict[str, pa.Table]:
+    """Read objects in parallel (I/O bound; pyarrow releases the GIL), by id."""
+    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+        return dict(
+            zip(
+                [o.id for o in objects],
+                pool.map(lambda o: read_object(store, o), objects),
+                strict=True,
+            )
+        )
 
 
 def _all_groups(objects: list[ObjectRecord]) -> list[list[ObjectRecord]]:

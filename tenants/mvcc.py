@@ -34,7 +34,7 @@ def project(rows: pa.Table, schema: TableSchema, *, keys_only: bool = False) -> 
         if column.name in rows.column_names:
             array = rows.column(column.name).cast(arrow_type)
         else:
-            array = pa.array([column.default] * rows.num_rows, type=arrow_type)
+            array = pa.repeat(pa.scalar(column.default, type=arrow_type), rows.num_rows)
         arrays.append(array)
         fields.append(pa.field(column.name, arrow_type, column.nullable))
     arrays.append(rows.column(TS).cast(pa.int64()))
@@ -50,8 +50,8 @@ def resolve(
     ``data`` and ``tombs`` must already be projected onto ``schema``.
     """
     target = schema.arrow()
-    events = [t.append_column(IS_DATA, pa.array([True] * t.num_rows, pa.bool_())) for t in data]
-    events += [t.append_column(IS_DATA, pa.array([False] * t.num_rows, pa.bool_())) for t in tombs]
+    events = [t.append_column(IS_DATA, pa.repeat(pa.scalar(True), t.num_rows)) for t in data]
+    events += [t.append_column(IS_DATA, pa.repeat(pa.scalar(False), t.num_rows)) for t in tombs]
     events = [e.filter(pc.less_equal(e.column(TS), as_of)) for e in events]
     events = [e for e in events if e.num_rows]
     if not any(e.column(IS_DATA)[0].as_py() for e in events):
@@ -73,7 +73,7 @@ def _last_of_each_key(table: pa.Table, primary_key: Sequence[str]) -> pa.Array:
     n = table.num_rows
     if n == 0:
         return pa.array([], pa.bool_())
-    differs = pa.array([False] * (n - 1), pa.bool_())
+    differs = pa.repeat(pa.scalar(False), n - 1)
     for key in primary_key:
         column = table.column(key).combine_chunks()
         differs = pc.or_(differs, pc.not_equal(column.slice(0, n - 1), column.slice(1)))

@@ -39,7 +39,7 @@ def _event_batches(
         rows = rows.filter(pc.less_equal(rows.column(TS), as_of))
         if not rows.num_rows:
             continue
-        flag = pa.array([record.kind == "data"] * rows.num_rows, pa.bool_())
+        flag = pa.repeat(pa.scalar(record.kind == "data"), rows.num_rows)
         rows = rows.append_column(IS_DATA, flag)
         arrays = [
             rows.column(f.name) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)

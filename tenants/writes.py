@@ -155,7 +155,7 @@ def commit(
     object_ids = []
     for kind, rows in batches:
         rows = rows.append_column(
-            pa.field(TS, pa.int64(), False), pa.array([ts] * rows.num_rows, pa.int64())
+            pa.field(TS, pa.int64(), False), pa.repeat(pa.scalar(ts, pa.int64()), rows.num_rows)
         )
         record = write_object(
             store,

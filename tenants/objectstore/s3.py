@@ -111,6 +111,8 @@ class S3ObjectStore:
 
             self._fs_obj = S3FileSystem(
                 retry_strategy=AwsStandardS3RetryStrategy(max_attempts=MAX_ATTEMPTS),
+                # One PUT per object instead of a multipart upload of one part.
+                allow_delayed_open=True,
                 **self.warehouse.s3.to_pyarrow_fs(),
             )
         return self._fs_obj
