@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 
-.PHONY: demo test test-deep bench lint typecheck java clean
+.PHONY: demo test test-deep bench bench-quick lint java clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ test-deep: $(STAMP) java
 
 bench: $(STAMP) java
 	$(PY) -m benchmarks.run_all
+
+bench-quick: $(STAMP) java
+	$(PY) -m benchmarks.run_all --quick
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tenants engine tests benchmarks
