@@ -53,9 +53,8 @@ def known_keys(catalog: Catalog) -> set[str]:
     return keys
 
 
-def check_prefix(catalog: Catalog, store: ObjectStore) -> None:
+def check_prefix(store: ObjectStore, known: set[str]) -> None:
     """Refuse to collect anything when the warehouse listing is not this catalog's."""
-    known = known_keys(catalog)
     seen = 0
     for info in store.list("tenants/"):
         if info.key in known:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.gc.collect import DEFAULT_GRACE_US, CollectReport, collect
-from engine.gc.orphans import OrphanReport, check_prefix, sweep_orphans
+from engine.gc.orphans import OrphanReport, check_prefix, known_keys, sweep_orphans
 from engine.gc.reclaim import DEFAULT_THRESHOLD, Reclaimable, compact_reclaimable, scan
 from tenants.compaction import CompactionResult
 from tenants.errors import InvalidArgument
@@ -60,7 +60,7 @@ def run_gc(
     if not 0 < threshold <= 1:
         raise InvalidArgument(f"compaction threshold must be in (0, 1], got {threshold}")
     seconds: dict[str, float] = {}
-    check_prefix(store.catalog, store.objects)  # before anything is compacted or collected
+    check_prefix(store.objects, known_keys(store.catalog))  # before anything is collected
     clock = time.perf_counter()
     found = scan(store.catalog, store.objects) if compact else []
     compacted = (
@@ -74,7 +74,10 @@ def run_gc(
     seconds["collect"] = time.perf_counter() - clock
     clock = time.perf_counter()
     orphans = sweep_orphans(
-        store.catalog, store.objects, grace_us=max(grace_us, orphan_grace_us), dry_run=dry_run
-    )
+        store.catalog,
+        store.objects,
+        grace_us=max(grace_us, orphan_grace_us),
+        dry_run=dry_run,
+    )  # known keys read again: compaction above registered new objects
     seconds["orphans"] = time.perf_counter() - clock
     return GcReport(dry_run, tuple(found), tuple(compacted), collected, orphans, seconds)
