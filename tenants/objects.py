@@ -133,17 +133,28 @@ def add_member(tx: Tx, table_id: str, object_id: str, ts: int) -> None:
     )
 
 
+# Columns in ObjectRecord's field order, so a row tuple builds a record positionally
+# (planning a restore of 10^5 objects reads 10^5 of these: no per-row dicts).
+RECORD_COLUMNS = (
+    "o.id, o.object_key, o.kind, o.fingerprint, o.row_count, o.byte_size, o.min_ts, o.max_ts, "
+    "o.min_pk, o.max_pk, o.sorted, o.checksum, o.created_ts"
+)
+
+
 def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[ObjectRecord]:
-    """The table's current members, oldest first."""
+    """The table's current members, oldest first (sorted here: SQLite would sort
+    without an index, slower than Python's sort of already-built records)."""
     sql = (
-        "SELECT o.* FROM membership m JOIN objects o ON o.id = m.object_id "
+        f"SELECT {RECORD_COLUMNS} FROM membership m JOIN objects o ON o.id = m.object_id "
         "WHERE m.table_id = ? AND m.removed_ts IS NULL"
     )
     params: list[Any] = [table_id]
     if kind:
         sql += " AND o.kind = ?"
         params.append(kind)
-    return [ObjectRecord.from_row(r) for r in tx.all(sql + " ORDER BY o.min_ts, o.id", params)]
+    records = [ObjectRecord(*r[:10], bool(r[10]), r[11], r[12]) for r in tx.tuples(sql, params)]
+    records.sort(key=lambda o: (o.min_ts, o.id))
+    return records
 
 
 def tenant_objects(tx: Tx, tenant_id: str) -> list[tuple[str, ObjectRecord]]:

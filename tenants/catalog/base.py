@@ -48,6 +48,10 @@ class Tx:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
+    def tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows as plain tuples, for hot paths that build records positionally."""
+        return list(self._conn.execute(sql, tuple(params)).fetchall())
+
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         rows = self.all(sql, params)
         return rows[0] if rows else None
