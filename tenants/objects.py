@@ -141,6 +141,12 @@ RECORD_COLUMNS = (
 )
 
 
+def _record(r: tuple[Any, ...]) -> ObjectRecord:
+    return ObjectRecord(
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11], r[12]
+    )
+
+
 def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[ObjectRecord]:
     """The table's current members, oldest first (sorted here: SQLite would sort
     without an index, slower than Python's sort of already-built records)."""
@@ -152,7 +158,7 @@ def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[
     if kind:
         sql += " AND o.kind = ?"
         params.append(kind)
-    records = [ObjectRecord(*r[:10], bool(r[10]), r[11], r[12]) for r in tx.tuples(sql, params)]
+    records = [_record(r) for r in tx.tuples(sql, params)]
     records.sort(key=lambda o: (o.min_ts, o.id))
     return records
 
