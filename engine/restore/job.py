@@ -259,7 +259,8 @@ def _run_logical(store: TableStore, job: JobRecord, seconds: dict[str, float]) -
         tenant=tenant,
         executor=job.executor,
         rewritten=0,
-        bytes_written=manifest.bytes,
+        # the dump's files plus the objects the reload wrote
+        bytes_written=manifest.bytes + sum(o.bytes for _, o in store.objects_of(tenant.ref)),
         objects_verified=0,
         prefixes_listed=0,
         tables_compared=len(manifest.tables),

@@ -146,8 +146,10 @@ class S3ObjectStore:
 
     def get(self, key: str) -> bytes:
         try:
-            with self._fs.open_input_stream(f"{self.warehouse.bucket}/{self._full(key)}") as src:
-                return bytes(src.readall())
+            # A random-access file reads the whole object in one GET; a stream would
+            # fetch it as hundreds of 256 KiB ranged GETs.
+            with self._fs.open_input_file(f"{self.warehouse.bucket}/{self._full(key)}") as src:
+                return bytes(src.read())
         except OSError as e:
             raise self._translate(e, key, "read") from e
 
