@@ -47,7 +47,11 @@ def known_keys(catalog: Catalog) -> set[str]:
         keys = {r["object_key"] for r in tx.all("SELECT object_key FROM objects")}
         keys |= {r["object_key"] for r in tx.all("SELECT object_key FROM gc_pending")}
         marks = ", ".join("?" for _ in ACTIVE_STATES)
-        jobs = tx.all(f"SELECT plan_json FROM restore_jobs WHERE state IN ({marks})", ACTIVE_STATES)
+        jobs = tx.all(
+            "SELECT p.plan_json FROM restore_jobs j JOIN restore_plans p ON p.job_id = j.id "
+            f"WHERE j.state IN ({marks})",
+            ACTIVE_STATES,
+        )
     for job in jobs:
         keys |= {task.out_key for task in RestorePlan.from_json(job["plan_json"]).tasks}
     return keys

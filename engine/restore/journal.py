@@ -42,11 +42,11 @@ class JobRecord:
     installed_ts: int | None
 
     @classmethod
-    def from_row(cls, row: Row) -> JobRecord:
+    def from_row(cls, row: Row, plan: RestorePlan) -> JobRecord:
         return cls(
             row["id"],
             row["state"],
-            RestorePlan.from_json(row["plan_json"]),
+            plan,
             row["executor"],
             row["verify"],
             row["method"],
@@ -109,8 +109,8 @@ def start_job(
         ts = tx.commit_ts()
         tx.execute(
             "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
-            "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, plan_json, "
-            "created_ts, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?)",
+            "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, "
+            "created_ts, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?)",
             (
                 plan.job_id,
                 plan.target_name,
@@ -123,10 +123,15 @@ def start_job(
                 method,
                 executor,
                 verify,
-                plan.to_json(),
                 ts,
                 ts,
             ),
+        )
+        # The plan (54 MB of JSON at 10^5 objects) lives in its own row, written
+        # once: state changes update the small job row only.
+        tx.execute(
+            "INSERT INTO restore_plans (job_id, plan_json) VALUES (?, ?)",
+            (plan.job_id, plan.to_json()),
         )
         tx.executemany(
             "INSERT INTO restore_tasks (job_id, task_id, state) VALUES (?, ?, 'pending')",
@@ -136,14 +141,23 @@ def start_job(
             "INSERT INTO job_pins (job_id, object_id) VALUES (?, ?)",
             sorted({(plan.job_id, o.id) for o in plan.used_objects()}),
         )
-        return load_job_tx(tx, plan.job_id)
+        row = tx.one("SELECT * FROM restore_jobs WHERE id = ?", (plan.job_id,))
+        assert row is not None
+        return JobRecord.from_row(row, plan)
 
 
 def load_job_tx(tx: Tx, job_id: str) -> JobRecord:
     row = tx.one("SELECT * FROM restore_jobs WHERE id = ?", (job_id,))
     if row is None:
         raise NotFound(f"restore job {job_id!r} does not exist; see `rewind history TENANT`")
-    return JobRecord.from_row(row)
+    return JobRecord.from_row(row, load_plan(tx, job_id))
+
+
+def load_plan(tx: Tx, job_id: str) -> RestorePlan:
+    text = tx.scalar("SELECT plan_json FROM restore_plans WHERE job_id = ?", (job_id,))
+    if text is None:
+        raise NotFound(f"restore job {job_id!r} has no journaled plan")
+    return RestorePlan.from_json(text)
 
 
 def load_job(catalog: Catalog, job_id: str) -> JobRecord:
@@ -208,11 +222,11 @@ def jobs_of(catalog: Catalog, names: list[str], tenant_ids: list[str]) -> list[J
     """Jobs that targeted any of ``names`` or read any of ``tenant_ids``, oldest first."""
     with catalog.snapshot() as tx:
         rows = tx.all("SELECT * FROM restore_jobs ORDER BY created_ts")
-    return [
-        JobRecord.from_row(r)
-        for r in rows
-        if r["target_name"] in names or r["source_tenant_id"] in tenant_ids
-    ]
+        return [
+            JobRecord.from_row(r, load_plan(tx, r["id"]))
+            for r in rows
+            if r["target_name"] in names or r["source_tenant_id"] in tenant_ids
+        ]
 
 
 def task_counts(catalog: Catalog, job_id: str) -> dict[str, int]:

@@ -126,13 +126,15 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                     'verifying', 'installing', 'done', 'failed', 'cancelled')),
                 executor VARCHAR(16) NOT NULL,
                 verify VARCHAR(16) NOT NULL,
-                plan_json TEXT NOT NULL,
                 error TEXT,
                 created_ts BIGINT NOT NULL,
                 updated_ts BIGINT NOT NULL,
                 installed_ts BIGINT)""",
             """CREATE UNIQUE INDEX restore_jobs_one_per_tenant ON restore_jobs (lock_name)
                 WHERE state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')""",
+            """CREATE TABLE restore_plans (
+                job_id VARCHAR(32) PRIMARY KEY REFERENCES restore_jobs (id),
+                plan_json TEXT NOT NULL)""",
             """CREATE TABLE restore_tasks (
                 job_id VARCHAR(32) NOT NULL REFERENCES restore_jobs (id),
                 task_id VARCHAR(32) NOT NULL,
