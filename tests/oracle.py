@@ -81,8 +81,7 @@ class Oracle:
             events = [e for e in model.events if e.key == key and e.ts <= as_of]
             tombstones = [e.ts for e in events if e.kind == "tomb"]
             surviving = [
-                e for e in events
-                if e.kind == "data" and not any(e.ts < d for d in tombstones)
+                e for e in events if e.kind == "data" and not any(e.ts < d for d in tombstones)
             ]
             if not surviving:
                 continue
@@ -101,3 +100,19 @@ class Oracle:
             sum(1 for e in events if e.kind == "data"),
             sum(1 for e in events if e.kind == "tomb"),
         )
+
+    def visible_versions(self, table: str, as_of: int) -> set[tuple[Key, int]]:
+        """(key, ts) of every data version visible at ``as_of``: what a read at that
+        time needs stored. The union over protected times is all a full compaction
+        may keep."""
+        model = self.tables[table]
+        found: set[tuple[Key, int]] = set()
+        for key in {e.key for e in model.events}:
+            events = [e for e in model.events if e.key == key and e.ts <= as_of]
+            tombstones = [e.ts for e in events if e.kind == "tomb"]
+            surviving = [
+                e for e in events if e.kind == "data" and not any(e.ts < d for d in tombstones)
+            ]
+            if surviving:
+                found.add((key, max(e.ts for e in surviving)))
+        return found
