@@ -485,3 +485,12 @@ def test_backup_restores_into_a_deployment_whose_clock_is_behind_the_source(
     assert reads(other_store, "acme") == AT_MON
     if kind == "physical":
         assert reads(other_store, "acme", "mon") == AT_MON
+
+
+def test_backup_of_an_unknown_tenant_claims_no_destination(
+    store: TableStore, s3_server: Any, tmp_path: Path
+) -> None:
+    destination = tmp_path / "bk"
+    with pytest.raises(NotFound, match="tenant 'ghost' does not exist"):
+        create_backup(store, "ghost", "mon", f"file://{destination}", kind="physical")
+    assert not destination.exists()

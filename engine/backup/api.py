@@ -61,6 +61,7 @@ def create_backup(
 ) -> BackupResult:
     if kind not in ("logical", "physical"):
         raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
+    store.resolve_time(tenant, point)  # unknown tenant or unprotected point: claim nothing
     dest = open_destination(uri, create=True)
     backup_id = new_id()
     if kind == "logical":
