@@ -34,9 +34,17 @@ from benchmarks.bench_restore import (
     TenantSpec,
     build_tenant,
     compare_restores,
-    load_average,
 )
-from benchmarks.common import BACKENDS, MB, Backend, open_store, spark_session, timed, write_result
+from benchmarks.common import (
+    BACKENDS,
+    MB,
+    Backend,
+    finish_run,
+    load_average,
+    open_store,
+    spark_session,
+    timed,
+)
 from engine.logical.dump import DumpResult, Reader, dump_tenant
 from engine.logical.reload import reload_dump
 from tenants.store import TableStore
@@ -245,19 +253,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "sizes": sizes,
         "throughput": cases,
         "restore": restores,
-        "total_seconds": time.perf_counter() - started,
-        # Far below total_seconds when neighbours hold the CPUs (Spark's JVM not counted).
-        "driver_cpu_seconds": time.process_time(),
     }
-    print_report(payload)
-    payload["load_average_at_end"] = load_average()
-    path = write_result(args.name or (f"{NAME}_quick" if args.quick else NAME), payload)
-    console.print(
-        f"total {payload['total_seconds']:.0f} s (driver CPU "
-        f"{payload['driver_cpu_seconds']:.0f} s); load average at start {load_start}, "
-        f"at end {payload['load_average_at_end']}; wrote {path}"
+    return finish_run(
+        payload,
+        name=args.name or (f"{NAME}_quick" if args.quick else NAME),
+        started=started,
+        console=console,
+        report=print_report,
     )
-    return payload
 
 
 if __name__ == "__main__":

@@ -42,13 +42,14 @@ from benchmarks.common import (
     EVENTS_SCHEMA,
     MB,
     Backend,
+    finish_run,
     key_table,
+    load_average,
     make_rows,
     open_store,
     spark_session,
     split,
     timed,
-    write_result,
 )
 from engine.executors.base import AUTO_SPARK_BYTES
 from engine.restore.job import RestoreOutcome, restore_tenant
@@ -65,10 +66,6 @@ BYTES_PER_ROW = 27
 DELETE_FRACTION = 0.02  # of a batch's rows, in the batches that also delete
 
 console = Console() if sys.stdout.isatty() else Console(width=170)
-
-
-def load_average() -> list[float] | None:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
 # the generated tenant ----------------------------------------------------------
@@ -571,7 +568,7 @@ def print_report(payload: dict[str, Any]) -> None:
     console.print(t)
     console.print(
         "  empty rewrite = the rewrite step with no task: one job-state UPDATE of the "
-        "restore_jobs row (which carries the plan JSON) and a task query; install includes "
+        "restore_jobs row and a task query; install includes "
         "two more such UPDATEs; journal+other = start_job (plan JSON, pins) and the rest"
     )
 
@@ -669,19 +666,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "executors": sweep,
         "auto_spark_bytes": _verdict(sweep),
         "metadata": metadata,
-        "total_seconds": time.perf_counter() - started,
-        # Far below total_seconds when neighbours hold the CPUs (Spark's JVM not counted).
-        "driver_cpu_seconds": time.process_time(),
     }
-    print_report(payload)
-    payload["load_average_at_end"] = load_average()
-    path = write_result(args.name or (f"{NAME}_quick" if args.quick else NAME), payload)
-    console.print(
-        f"total {payload['total_seconds']:.0f} s (driver CPU "
-        f"{payload['driver_cpu_seconds']:.0f} s); load average at start {load_start}, "
-        f"at end {payload['load_average_at_end']}; wrote {path}"
+    return finish_run(
+        payload,
+        name=args.name or (f"{NAME}_quick" if args.quick else NAME),
+        started=started,
+        console=console,
+        report=print_report,
     )
-    return payload
 
 
 if __name__ == "__main__":

@@ -293,3 +293,31 @@ def fmt_rate(value: float, unit: str = "") -> str:
 def parse_sizes(values: Sequence[str]) -> list[int]:
     """``["1e5", "100000"]`` → ``[100000, 100000]``."""
     return [int(float(v)) for v in values]
+
+
+def load_average() -> list[float] | None:
+    """The 1/5/15-minute load averages: how busy the neighbours were."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def finish_run(
+    payload: dict[str, Any],
+    *,
+    name: str,
+    started: float,
+    console: Any,
+    report: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Time and CPU totals, the printed report, the JSON file and the closing line."""
+    payload["total_seconds"] = time.perf_counter() - started
+    # Far below total_seconds when neighbours hold the CPUs (Spark's JVM not counted).
+    payload["driver_cpu_seconds"] = time.process_time()
+    report(payload)
+    payload["load_average_at_end"] = load_average()
+    path = write_result(name, payload)
+    console.print(
+        f"total {payload['total_seconds']:.0f} s (driver CPU "
+        f"{payload['driver_cpu_seconds']:.0f} s); load average at start "
+        f"{payload.get('load_average_at_start')}, at end {payload['load_average_at_end']}; wrote {path}"
+    )
+    return payload
