@@ -65,13 +65,6 @@ class Protection:
             keep |= inside & (candidate < superseded)
         return keep
 
-    def describe(self) -> str:
-        parts = [f"now ({format_ts(self.current_from)} onwards)"]
-        if self.window:
-            parts.append(f"PITR window {format_ts(self.window[0])} .. {format_ts(self.window[1])}")
-        parts.append(f"{len(self.snapshots)} snapshot(s)")
-        return ", ".join(parts)
-
     def require(self, ts: int) -> None:
         """Raise unless ``ts`` is protected, naming what is recoverable."""
         if ts > self.now:

@@ -39,7 +39,3 @@ def get_spark(master: str | None = None, *, for_tests: bool = False) -> Any:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
-
-
-def default_parallelism() -> int:
-    return int(get_spark().sparkContext.defaultParallelism)

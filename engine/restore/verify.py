@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 from engine.restore.plan import RestorePlan
@@ -28,15 +28,6 @@ from tenants.reads import ReadPlan, plan_read, read_local
 
 VerifyLevel = Literal["none", "objects", "full"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    level: str
-    objects_checked: int
-    list_requests_prefixes: int
-    rewritten_hashed: int
-    tables_compared: int
 
 
 def check_level(level: str) -> VerifyLevel:
