@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import boto3
-from restore_helpers import SimulatedCrash, catalog_rows
+from restore_helpers import ObservedTx, SimulatedCrash, catalog_rows
 
 from tenants.catalog import Catalog
 from tenants.catalog.base import wall_clock_us
@@ -175,23 +175,6 @@ class RecordingStore:
         return getattr(self.inner, name)
 
 
-class _Tx:
-    def __init__(self, inner: Any, owner: CrashingCatalog) -> None:
-        self._inner = inner
-        self._owner = owner
-
-    def execute(self, sql: str, params: Any = ()) -> int:
-        self._owner.seen(sql)
-        return int(self._inner.execute(sql, params))
-
-    def executemany(self, sql: str, rows: Any) -> None:
-        self._owner.seen(sql)
-        self._inner.executemany(sql, rows)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 class CrashingCatalog:
     """The real catalog; the first statement starting with ``fail_sql`` crashes its transaction.
 
@@ -212,7 +195,7 @@ class CrashingCatalog:
     @contextmanager
     def transaction(self, *, rollback: bool = False) -> Iterator[Any]:
         with self.inner.transaction(rollback=rollback) as tx:
-            yield _Tx(tx, self)
+            yield ObservedTx(tx, self)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -205,8 +205,11 @@ class WrappedObjectStore:
         return getattr(self.inner, name)
 
 
-class _FaultyTx:
-    def __init__(self, inner: Any, owner: FaultyCatalog) -> None:
+class ObservedTx:
+    """A real transaction whose statements are shown to ``owner.seen(sql)`` first,
+    so a fault-injecting catalog can crash at a chosen statement."""
+
+    def __init__(self, inner: Any, owner: Any) -> None:
         self._inner = inner
         self._owner = owner
 
@@ -252,7 +255,7 @@ class FaultyCatalog:
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         with self.inner.transaction() as tx:
-            yield _FaultyTx(tx, self)
+            yield ObservedTx(tx, self)
         if self._armed:
             self._armed = False
             raise SimulatedCrash(f"crash right after committing {self.fail_sql!r}")
@@ -283,7 +286,10 @@ class ThrottlingClient:
                 self.failures -= 1
                 raise ClientError(
                     {
-                        "Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."},
+                        "Error": {
+                            "Code": "SlowDown",
+                            "Message": "Please reduce your request rate.",
+                        },
                         "ResponseMetadata": {"HTTPStatusCode": 503},
                     },
                     "ListObjectsV2",
