@@ -32,6 +32,7 @@ from benchmarks.bench_restore import (
     SNAPSHOT,
     TENANT,
     TenantSpec,
+    _mb,
     build_tenant,
     compare_restores,
 )
@@ -118,10 +119,6 @@ def _warm_spark() -> float:
         build_tenant(store, TenantSpec(tables=1, objects=4, total_bytes=MB), seed=1)
         _, seconds = _dump(store, "spark", "dumps/warmup")
     return seconds
-
-
-def _mb(n: float) -> str:
-    return f"{n / MB:,.1f}"
 
 
 def print_report(payload: dict[str, Any]) -> None:
