@@ -141,7 +141,7 @@ RECORD_COLUMNS = (
 )
 
 
-def _record(r: tuple[Any, ...]) -> ObjectRecord:
+def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:
     return ObjectRecord(
         r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11], r[12]
     )
@@ -158,7 +158,7 @@ def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[
     if kind:
         sql += " AND o.kind = ?"
         params.append(kind)
-    records = [_record(r) for r in tx.tuples(sql, params)]
+    records = [record_from_tuple(r) for r in tx.tuples(sql, params)]
     records.sort(key=lambda o: (o.min_ts, o.id))
     return records
 

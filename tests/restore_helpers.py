@@ -17,6 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from engine.restore.journal import task_counts
+from engine.restore.members import ObjectAction, live_members
+from engine.restore.plan import RestorePlan, plan_in
 from tenants.catalog import Catalog
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
@@ -98,6 +100,16 @@ def tenant_rows(store: TableStore) -> list[TenantRecord]:
 def catalog_rows(store: TableStore, sql: str, params: tuple[Any, ...] = ()) -> list[dict]:
     with store.catalog.snapshot() as tx:
         return tx.all(sql, params)
+
+
+def planned_with_members(
+    store: TableStore, tenant: str, point: str | int, **kwargs: Any
+) -> tuple[RestorePlan, list[ObjectAction]]:
+    """A plan and every object it reuses or rewrites, listed in the planning transaction."""
+    with store.catalog.snapshot() as tx:
+        plan = plan_in(tx, tenant, point, **kwargs)
+        members = live_members(tx, plan)
+    return plan, [item for items in members.values() for item in items]
 
 
 def pins_of(store: TableStore, job_id: str) -> list[dict]:

@@ -122,6 +122,8 @@ def build_catalog_at(path: Path, version: int) -> None:
         tx.execute(
             "INSERT INTO tenants (id, name, state, created_ts) VALUES ('0ld', 'old', 'active', 100)"
         )
+        if 3 <= version < 6:  # a pin of a job in flight, before pins named table and action
+            tx.execute("INSERT INTO job_pins (job_id, object_id) VALUES ('j0b', '0bj')")
     catalog.close()
 
 
@@ -174,6 +176,9 @@ def test_older_catalog_migrates_to_latest_keeping_its_data(tmp_path: Path, versi
                 assert tx.last_ts() == 12345
                 tenant = find_tenant(tx, "old")
             assert (tenant.id, tenant.state, tenant.created_ts) == ("0ld", "active", 100)
+            if version >= 3:
+                pins = tx.tuples("SELECT job_id, table_id, object_id, action FROM job_pins")
+                assert pins == ([("j0b", "", "0bj", "legacy")] if version < 6 else [])
     finally:
         catalog.close()
     assert meta(old) == {"schema_version": str(LATEST_VERSION), "ddl_fingerprint": ddl_fingerprint(LATEST_VERSION)}

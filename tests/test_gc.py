@@ -35,6 +35,7 @@ from restore_helpers import (
     catalog_rows,
     keys,
     pins_of,
+    planned_with_members,
     reads,
     rows,
     with_catalog,
@@ -48,7 +49,8 @@ from engine.gc.retention import purge_tenant
 from engine.gc.run import run_gc
 from engine.gc.storage import storage
 from engine.restore.job import cancel_restore, restore_tenant, resume_restore
-from engine.restore.journal import RestoreInProgress, start_job
+from engine.restore.journal import start_job
+from engine.restore.members import ObjectAction, PlanOutdated
 from engine.restore.plan import RestorePlan, plan_restore
 from tenants.errors import InvalidArgument, NotFound, UnprotectedTime
 from tenants.objectstore import open_object_store
@@ -368,7 +370,9 @@ def test_after_purging_a_retired_tenant_the_name_does_not_read_its_times_as_empt
 # --- restore jobs pin what they use -------------------------------------------------------------
 
 
-def pinned_job_setup(store: TableStore) -> tuple[RestorePlan, str, dict[str, Any]]:
+def pinned_job_setup(
+    store: TableStore,
+) -> tuple[RestorePlan, str, dict[str, Any], list[ObjectAction]]:
     """A clone job to "s" that rewrites one object and reuses another, planned and journaled
     but not run; then the source is compacted so the job's inputs lose their membership."""
     store.create_tenant("a")
@@ -380,24 +384,24 @@ def pinned_job_setup(store: TableStore) -> tuple[RestorePlan, str, dict[str, Any
     store.write("a", "db", "items", upserts=rows((4, "d"), (1, "a2")), deletes=keys(2))
     store.compact("a", "db", "items")  # one merged object straddling s
     expected = reads(store, "a", "s")
-    plan = plan_restore(store.catalog, "a", "s", to="c")
-    actions = {t.name: sorted(o.action for o in t.objects) for t in plan.tables}
-    assert "rewrite" in actions["items"] and actions["other"] == ["reuse"]
+    plan, members = planned_with_members(store, "a", "s", to="c")
+    assert plan.tables[0].name == "items" and plan.tables[0].totals()["rewrite"][0] == 1
+    assert plan.tables[1].name == "other" and plan.tables[1].totals()["reuse"][0] == 1
     job = start_job(store.catalog, plan, executor="local", verify="objects")
     store.write("a", "db", "items", upserts=rows((5, "e")))
     store.write("a", "db", "other", upserts=rows((2, "p")))
     store.compact("a")
-    used = {o.key for o in plan.used_objects()}
+    used = {o.object.key for o in members}
     assert not used & keys_of(store, "a"), "the compaction should have replaced the job's inputs"
-    return plan, job.id, expected
+    return plan, job.id, expected, members
 
 
 def test_gc_never_deletes_objects_pinned_by_an_unfinished_restore_job(
     store: TableStore, clock: Any
 ) -> None:
     at = Timeline(clock)
-    plan, job_id, expected = pinned_job_setup(store)
-    used = {o.key for o in plan.used_objects()}
+    plan, job_id, expected, members = pinned_job_setup(store)
+    used = {o.object.key for o in members}
     source_now = reads(store, "a")
     at(24 * 30)
     report = short_gc(store)
@@ -413,7 +417,7 @@ def test_gc_never_deletes_objects_pinned_by_an_unfinished_restore_job(
 
     # Done: the pins are gone. The rewrite inputs are nobody's now and go;
     # the reused object belongs to the clone and stays.
-    rewritten = {o.object.key for t in plan.tables for o in t.objects if o.action == "rewrite"}
+    rewritten = {o.key for t in plan.tables for o in t.rewrites}
     reused = used - rewritten
     at(24 * 30 + 1)
     report = short_gc(store)
@@ -430,8 +434,8 @@ def test_cancelling_a_restore_releases_its_pins_and_its_inputs_become_collectabl
     store: TableStore, clock: Any
 ) -> None:
     at = Timeline(clock)
-    plan, job_id, expected = pinned_job_setup(store)
-    used = {o.key for o in plan.used_objects()}
+    plan, job_id, expected, members = pinned_job_setup(store)
+    used = {o.object.key for o in members}
     source = {"now": reads(store, "a"), "s": reads(store, "a", "s")}
     at(3)
     short_gc(store)
@@ -455,13 +459,15 @@ def test_a_job_cannot_start_from_a_plan_whose_objects_gc_already_deleted(
     seed(store, "a")
     store.create_snapshot("a", "s")
     store.write("a", "db", "items", upserts=rows((100, "late")))
-    plan = plan_restore(store.catalog, "a", "s", to="c")
+    plan, members = planned_with_members(store, "a", "s", to="c")
     store.compact("a")
     at(2)
     report = short_gc(store)
-    assert {o.key for o in plan.used_objects()} <= {c.key for c in report.collected.candidates}
-    with pytest.raises(RestoreInProgress, match="plan again"):
+    assert {o.object.key for o in members} <= {c.key for c in report.collected.candidates}
+    with pytest.raises(PlanOutdated, match="plan again"):
         start_job(store.catalog, plan, executor="local", verify="objects")
+    assert catalog_rows(store, "SELECT * FROM restore_jobs") == []
+    assert catalog_rows(store, "SELECT * FROM job_pins") == []
 
 
 # --- history: compaction of what dropped snapshots freed, dropped tables -------------------------

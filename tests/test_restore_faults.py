@@ -10,9 +10,12 @@ restored tenant must equal an uninterrupted restore of the same point.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pytest
@@ -30,6 +33,7 @@ from restore_helpers import (
     job_state,
     keys,
     pins_of,
+    planned_with_members,
     reads,
     restored_signature,
     rows,
@@ -40,9 +44,10 @@ from restore_helpers import (
     with_objects,
 )
 
-from engine.restore.job import cancel_restore, restore_tenant, resume_restore
+from engine.restore.job import PLAN_ATTEMPTS, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress, load_job, start_job
-from engine.restore.plan import plan_restore
+from engine.restore.members import PlanOutdated, live_members
+from engine.restore.plan import plan_in
 from tenants.errors import InvalidArgument, StorageError, TransientError
 from tenants.store import TableStore
 
@@ -144,14 +149,16 @@ def resume_counting_puts(s: Scenario, job_id: str) -> list[str]:
 def test_crash_after_journaling_the_plan_leaves_source_untouched_and_resumes(scenario):
     s = scenario
     jobs_before = catalog_rows(s.store, "SELECT id FROM restore_jobs")
-    plan = plan_restore(s.store.catalog, s.name, "mon")
+    plan, members = planned_with_members(s.store, s.name, "mon")
     # Planning alone writes nothing: a crash before the job is journaled leaves no trace.
     assert catalog_rows(s.store, "SELECT id FROM restore_jobs") == jobs_before
     s.source_untouched()
     job = start_job(s.store.catalog, plan, executor="local", verify="objects")
     # The process dies here: the job is journaled, its objects pinned, nothing written.
     assert job_state(s.store, job.id) == "planned"
-    assert {p["object_id"] for p in pins_of(s.store, job.id)} == {o.id for o in plan.used_objects()}
+    assert {(p["object_id"], p["action"]) for p in pins_of(s.store, job.id)} == {
+        (o.object.id, o.action) for o in members
+    }
     assert bucket_keys(s.store, tenant_prefix(plan.new_tenant_id)) == {}
     s.source_untouched()
     with pytest.raises(RestoreInProgress, match=job.id):
@@ -396,3 +403,98 @@ def test_cancel_removes_every_output_releases_pins_and_the_tenant_restores_again
     outcome = restore_tenant(s.store, s.name, "mon", executor="local")
     assert outcome.job_id != job_id
     s.check_final(outcome.job_id)
+
+
+# --- the source changes between planning and pinning ------------------------------------
+
+
+class ChangesBeforeWrites:
+    """The real catalog; before each of its first ``times`` write transactions, ``change``
+    runs through the unwrapped store, as a concurrent writer would between plan and pin."""
+
+    def __init__(self, inner: Any, change: Any, times: int) -> None:
+        self.inner = inner
+        self.change = change
+        self.times = times
+
+    @contextmanager
+    def transaction(self, **kwargs: Any) -> Iterator[Any]:
+        if self.times > 0:
+            self.times -= 1
+            self.change()
+        with self.inner.transaction(**kwargs) as tx:
+            yield tx
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def merge_a_late_write(s: Scenario) -> Any:
+    """A write after "mon", then a compaction that merges it into the straddlers."""
+    counter = iter(range(100, 200))
+
+    def change() -> None:
+        s.store.write(s.name, "db", "items", upserts=rows((next(counter), "late")))
+        s.store.compact(s.name, "db", "items")
+
+    return change
+
+
+def test_a_source_changed_while_planning_is_planned_again(scenario):
+    s = scenario
+    catalog = ChangesBeforeWrites(s.store.catalog, merge_a_late_write(s), times=1)
+    jobs_before = catalog_rows(s.store, "SELECT id FROM restore_jobs")
+    outcome = restore_tenant(with_catalog(s.store, catalog), s.name, "mon", executor="local")
+    assert catalog.times == 0
+    assert len(catalog_rows(s.store, "SELECT id FROM restore_jobs")) == len(jobs_before) + 1
+    assert reads(s.store, s.name) == {"db.items": ITEMS_AT_MON, "db.users": USERS_AT_MON}
+    assert pins_of(s.store, outcome.job_id) == []
+
+
+def test_a_source_that_keeps_changing_fails_the_restore_and_journals_nothing(scenario):
+    s = scenario
+    catalog = ChangesBeforeWrites(s.store.catalog, merge_a_late_write(s), times=PLAN_ATTEMPTS)
+    jobs_before = catalog_rows(s.store, "SELECT * FROM restore_jobs")
+    with pytest.raises(PlanOutdated, match="changed since the plan was made; plan again"):
+        restore_tenant(with_catalog(s.store, catalog), s.name, "mon", executor="local")
+    assert catalog_rows(s.store, "SELECT * FROM restore_jobs") == jobs_before
+    assert catalog_rows(s.store, "SELECT * FROM job_pins") == []
+    assert s.store.tenant(s.name).id == s.before.tenant.id
+    assert reads(s.store, s.name, "mon") == {"db.items": ITEMS_AT_MON, "db.users": USERS_AT_MON}
+
+
+def test_a_job_journaled_before_set_based_plans_is_cancelled_not_resumed(scenario):
+    """What catalog step 6 leaves of a job an earlier Rewind started: a plan that lists
+    every object, and pins that name no table or action."""
+    s = scenario
+    with s.store.catalog.snapshot() as tx:
+        plan = plan_in(tx, s.name, "mon")
+        members = live_members(tx, plan)
+    job = start_job(s.store.catalog, plan, executor="local", verify="objects")
+    legacy = json.loads(plan.to_json())
+    for table in legacy["tables"]:
+        del table["counts"], table["rewrites"]
+        table["objects"] = [
+            {"action": m.action, "object": asdict(m.object)}
+            for m in members.get(table["source_table_id"], [])
+        ]
+    with s.store.catalog.transaction() as tx:
+        tx.execute(
+            "UPDATE restore_plans SET plan_json = ? WHERE job_id = ?", (json.dumps(legacy), job.id)
+        )
+        tx.execute(
+            "UPDATE job_pins SET table_id = '', action = 'legacy' WHERE job_id = ?", (job.id,)
+        )
+
+    loaded = load_job(s.store.catalog, job.id).plan
+    used = ("reuse", "rewrite")  # the legacy list above leaves out skipped objects
+    assert [[t.totals()[a] for a in used] for t in loaded.tables] == [
+        [t.totals()[a] for a in used] for t in plan.tables
+    ]
+    assert [t.rewrites for t in loaded.tables] == [t.rewrites for t in plan.tables]
+    with pytest.raises(InvalidArgument, match=f"earlier Rewind.*--cancel {job.id}"):
+        resume_restore(s.store, job.id)
+    assert job_state(s.store, job.id) == "planned"
+    cancel_restore(s.store, job.id)
+    assert job_state(s.store, job.id) == "cancelled" and pins_of(s.store, job.id) == []
+    s.source_untouched()

@@ -20,7 +20,8 @@ from typing import Any
 import pyarrow.compute as pc
 
 from engine.backup.destination import backup_root
-from engine.restore.plan import RestorePlan, plan_restore
+from engine.restore.members import live_members
+from engine.restore.plan import RestorePlan, plan_in
 from tenants.catalog import Tx
 from tenants.errors import AlreadyExists, CorruptObject, InvalidArgument
 from tenants.object_io import read_object
@@ -32,7 +33,7 @@ from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, retire_tenant, tenant_by_id
 
 FORMAT = "rewind-backup"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each stored object names its table; plans are set-based
 PENDING = "pending.json"
 
 
@@ -56,24 +57,23 @@ def create_physical(
     store: TableStore, tenant: str, point: str | int, dest: ObjectStore, backup_id: str
 ) -> PhysicalResult:
     started = time.perf_counter()
-    plan = plan_restore(store.catalog, tenant, point, check_target=False)
+    with store.catalog.snapshot() as tx:
+        plan = plan_in(tx, tenant, point, check_target=False)
+        members = live_members(tx, plan)
     present = {info.key: info.size for info in dest.list("objects/")}
     # Written first: a crash before the manifest leaves a listed, deletable, incomplete backup.
     planned = sorted(
         _stored_path(
             _rewritten_record(i.object, plan.at_ts).id if i.action == "rewrite" else i.object.id
         )
-        for t in plan.tables
-        for i in t.objects
-        if i.action != "skip"
+        for items in members.values()
+        for i in items
     )
     dest.put(f"{backup_root(backup_id)}/{PENDING}", json.dumps({"objects": planned}).encode())
     stored: dict[str, dict[str, Any]] = {}
     copied = copied_bytes = referenced = rewritten = 0
     for table in plan.tables:
-        for item in table.objects:
-            if item.action == "skip":
-                continue
+        for item in members.get(table.source_table_id, []):
             record = item.object
             if item.action == "rewrite":
                 record = _rewritten_record(record, plan.at_ts)
@@ -98,7 +98,11 @@ def create_physical(
                     copied += 1
                     copied_bytes += len(data)
                 rewritten += 1
-            stored[item.object.id] = {"path": path, "record": asdict(replace(record, key=path))}
+            stored[item.object.id] = {
+                "path": path,
+                "record": asdict(replace(record, key=path)),
+                "table": table.source_table_id,
+            }
     total = sum(int(v["record"]["bytes"]) for v in stored.values())
     manifest = {
         "format": FORMAT,
@@ -205,19 +209,15 @@ def restore_physical(
     plan = replace(
         plan, tables=tuple(replace(t, new_table_id=fresh[t.new_table_id]) for t in plan.tables)
     )
+    new_table_of = {t.source_table_id: t.new_table_id for t in plan.tables}
     installed: dict[str, list[ObjectRecord]] = {}
-    for table in plan.tables:
-        for item in table.objects:
-            if item.action == "skip":
-                continue
-            entry = stored[item.object.id]
-            record = ObjectRecord(**entry["record"])
-            object_id = new_id()
-            key = object_key(tenant_id, table.new_table_id, record.kind, object_id)
-            store.objects.put(key, dest.get(entry["path"]))
-            installed.setdefault(table.new_table_id, []).append(
-                replace(record, id=object_id, key=key)
-            )
+    for entry in stored.values():
+        table_id = new_table_of[entry["table"]]
+        record = ObjectRecord(**entry["record"])
+        object_id = new_id()
+        key = object_key(tenant_id, table_id, record.kind, object_id)
+        store.objects.put(key, dest.get(entry["path"]))
+        installed.setdefault(table_id, []).append(replace(record, id=object_id, key=key))
     with store.catalog.transaction() as tx:
         tx.observe_ts(plan.at_ts)  # this deployment's clock may be behind the source's
         ts = tx.commit_ts()

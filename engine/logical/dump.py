@@ -24,6 +24,7 @@ from engine.logical.manifest import (
     DumpManifest,
     DumpTable,
 )
+from engine.restore.members import pinned
 from engine.restore.plan import RestorePlan
 from tenants.lineage import resolve_point
 from tenants.objectstore import ObjectStore
@@ -105,12 +106,14 @@ def dump_restore_plan(
     "now" when planned is no longer protected after the next write, but the
     pinned objects still hold every row at or before it.
     """
+    with store.catalog.snapshot() as tx:
+        members = pinned(tx, plan.job_id)
     reads = []
     for table in plan.tables:
         if table.dropped_ts is not None:
             continue
         record = table.record(table.source_table_id, plan.source.id)
-        objects = tuple(o.object for o in table.objects if o.action != "skip")
+        objects = tuple(o.object for o in members.get(table.source_table_id, []))
         reads.append(ReadPlan(plan.source, record, plan.at_ts, objects))
     return write_dump(
         store,

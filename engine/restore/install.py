@@ -17,9 +17,8 @@ from dataclasses import replace
 from engine.restore.journal import release_pins, transition
 from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult
-from engine.restore.verify import installed_objects
 from tenants.catalog import Catalog, Tx
-from tenants.errors import ConcurrentModification
+from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.objects import add_member, insert_object
 from tenants.tenancy import (
     DEFAULT_RETENTION_US,
@@ -116,12 +115,23 @@ def _create_tables(tx: Tx, plan: RestorePlan) -> None:
 
 
 def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:
-    rewritten = {r.output.id for r in results}
-    for table_id, records in installed_objects(plan, results).items():
-        for record in records:
-            if record.id in rewritten:
-                insert_object(tx, replace(record, created_ts=ts))
-            add_member(tx, table_id, record.id, ts)
+    """Reused objects join straight from the job's pins; rewritten ones are new objects."""
+    for table in plan.tables:
+        tx.execute(
+            "INSERT INTO membership (table_id, object_id, added_ts) SELECT ?, object_id, ? "
+            "FROM job_pins WHERE job_id = ? AND table_id = ? AND action = 'reuse'",
+            (table.new_table_id, ts, plan.job_id, table.source_table_id),
+        )
+    out_table = {task.task_id: task.out_table_id for task in plan.tasks}
+    missing = set(out_table) - {r.task_id for r in results}
+    if missing:
+        raise InvalidArgument(
+            f"restore job {plan.job_id}: {len(missing)} rewrite task(s) have no result "
+            f"(e.g. input object {min(missing)}); resume the job to finish them"
+        )
+    for result in results:
+        insert_object(tx, replace(result.output, created_ts=ts))
+        add_member(tx, out_table[result.task_id], result.output.id, ts)
 
 
 def _carry_settings(tx: Tx, plan: RestorePlan, ts: int) -> None:

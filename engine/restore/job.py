@@ -28,6 +28,7 @@ from engine.restore.journal import (
     start_job,
     transition,
 )
+from engine.restore.members import PlanOutdated, require_current_pins
 from engine.restore.plan import RestorePlan, plan_restore
 from engine.restore.rewrite import RewriteResult
 from engine.restore.verify import check_level, verify_full, verify_objects, verify_rewrites
@@ -36,6 +37,8 @@ from tenants.store import TableStore
 from tenants.tenancy import TenantRecord
 
 log = logging.getLogger(__name__)
+# A busy source may change between planning and pinning; each try takes a fraction of a second.
+PLAN_ATTEMPTS = 3
 Progress = Callable[[RewriteResult], None]
 
 
@@ -78,12 +81,25 @@ def restore_tenant(
         RewindError: a step failed; the job is ``failed`` and resumable.
     """
     check_level(verify)
-    started = time.perf_counter()
-    plan = plan_restore(store.catalog, tenant, point, to=to)
-    planned = time.perf_counter() - started
-    chosen, _ = choose_method(method, plan)
-    executor_name = choose_executor(executor, plan.totals()["rewrite"][1]).name
-    job = start_job(store.catalog, plan, executor=executor_name, verify=verify, method=chosen)
+    for attempt in range(1, PLAN_ATTEMPTS + 1):
+        started = time.perf_counter()
+        plan = plan_restore(store.catalog, tenant, point, to=to)
+        planned = time.perf_counter() - started
+        chosen, _ = choose_method(method, plan)
+        executor_name = choose_executor(executor, plan.totals()["rewrite"][1]).name
+        try:
+            job = start_job(
+                store.catalog, plan, executor=executor_name, verify=verify, method=chosen
+            )
+            break
+        except PlanOutdated:
+            if attempt == PLAN_ATTEMPTS:
+                raise
+            log.info(
+                "tenant %s: changed while planning restore job %s; planning again",
+                plan.source.ref,
+                plan.job_id,
+            )
     log.info(
         "tenant %s: restore job %s to %s (ts %d) planned: %s",
         plan.source.ref,
@@ -101,6 +117,8 @@ def resume_restore(
     job = load_job(store.catalog, job_id)
     if job.state in ("done", "cancelled"):
         raise InvalidArgument(f"restore job {job_id} is {job.state}; there is nothing to resume")
+    with store.catalog.snapshot() as tx:
+        require_current_pins(tx, job.id, job.plan.source.ref)
     return _run(store, job, progress, {})
 
 
@@ -169,7 +187,7 @@ def _run(
         set_state(catalog, job.id, "verifying", expect=("rewriting",))
         checked = prefixes = compared = 0
         if job.verify != "none":
-            checked, prefixes = verify_objects(store.objects, plan, results)
+            checked, prefixes = verify_objects(catalog, store.objects, plan, results)
             verify_rewrites(store.objects, plan, results)
         if job.verify == "full":
             compared = verify_full(catalog, store.objects, plan, results)

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.restore.members import pin_plan
 from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Row, Tx
@@ -71,7 +72,12 @@ def _running(tx: Tx, name: str) -> Row | None:
 def start_job(
     catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str, method: str = "physical"
 ) -> JobRecord:
-    """Journal the plan, its tasks and pins in one transaction; take the tenant lock."""
+    """Journal the plan, its tasks and pins in one transaction; take the tenant lock.
+
+    Raises:
+        RestoreInProgress: the tenant already has an unfinished restore job.
+        PlanOutdated: the source changed since ``plan`` was made; plan again.
+    """
     with catalog.transaction() as tx:
         for name in {plan.target_name, plan.source.name}:
             running = _running(tx, name)
@@ -82,30 +88,6 @@ def start_job(
                     f"`rewind restore-tenant {name} --resume {running['id']}` or "
                     f"`--cancel {running['id']}`"
                 )
-        used_ids = sorted({o.id for o in plan.used_objects()})
-        known = {
-            r["id"]
-            for chunk in range(0, len(used_ids), 500)
-            for r in tx.all(
-                "SELECT id FROM objects WHERE id IN ("
-                + ", ".join("?" for _ in used_ids[chunk : chunk + 500])
-                + ")",
-                used_ids[chunk : chunk + 500],
-            )
-        }
-        if len(known) != len(used_ids):
-            raise RestoreInProgress(
-                f"restore of tenant {plan.source.name!r}: garbage collection already deleted "
-                f"{len(used_ids) - len(known)} object(s) the plan uses; plan again"
-            )
-        doomed = tx.all("SELECT object_id, object_key FROM gc_pending")
-        used = {o.id for o in plan.used_objects()}
-        collected = [r["object_key"] for r in doomed if r["object_id"] in used]
-        if collected:
-            raise RestoreInProgress(
-                f"restore of tenant {plan.source.name!r}: garbage collection is deleting "
-                f"{len(collected)} object(s) the plan uses (e.g. {collected[0]}); plan again"
-            )
         ts = tx.commit_ts()
         tx.execute(
             "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
@@ -127,8 +109,8 @@ def start_job(
                 ts,
             ),
         )
-        # The plan (54 MB of JSON at 10^5 objects) lives in its own row, written
-        # once: state changes update the small job row only.
+        # The plan lives in its own row, written once: state changes update the
+        # small job row only.
         tx.execute(
             "INSERT INTO restore_plans (job_id, plan_json) VALUES (?, ?)",
             (plan.job_id, plan.to_json()),
@@ -137,10 +119,7 @@ def start_job(
             "INSERT INTO restore_tasks (job_id, task_id, state) VALUES (?, ?, 'pending')",
             [(plan.job_id, t.task_id) for t in plan.tasks],
         )
-        tx.executemany(
-            "INSERT INTO job_pins (job_id, object_id) VALUES (?, ?)",
-            sorted({(plan.job_id, o.id) for o in plan.used_objects()}),
-        )
+        pin_plan(tx, plan)
         row = tx.one("SELECT * FROM restore_jobs WHERE id = ?", (plan.job_id,))
         assert row is not None
         return JobRecord.from_row(row, plan)

@@ -11,23 +11,26 @@ Every object's schema fingerprint must be one of its table's schema versions,
 or the plan fails before anything is written. The plan is a value: it
 serialises to JSON (and is journaled with the job), prints as a table, and
 derives the rewrite tasks with deterministic output keys.
+
+The plan is set-based: the catalog classifies and sums members in SQL, and the
+plan keeps per table the objects and bytes of each action, but full records
+only for the straddling objects it rewrites. The reused ones (10^5 in a big
+tenant) stay in the catalog; a job freezes them as pins when it starts, after
+checking they still add up to the plan (``engine.restore.members``).
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from tenants.catalog import Catalog, Tx
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.lineage import resolve_point
 from tenants.names import tenant_name
-from tenants.objects import ObjectRecord, live_objects, object_key
+from tenants.objects import RECORD_COLUMNS, ObjectRecord, object_key, record_from_tuple
 from tenants.pitr import get_pitr
 from tenants.schedules import get_schedule
 from tenants.schema import TableSchema
@@ -48,12 +51,6 @@ class SchemaVersionPlan:
 
 
 @dataclass(frozen=True)
-class ObjectAction:
-    action: Action
-    object: ObjectRecord
-
-
-@dataclass(frozen=True)
 class TablePlan:
     source_table_id: str
     new_table_id: str
@@ -63,7 +60,8 @@ class TablePlan:
     dropped_ts: int | None
     primary_key: tuple[str, ...]
     schema_versions: tuple[SchemaVersionPlan, ...]
-    objects: tuple[ObjectAction, ...]
+    counts: dict[Action, tuple[int, int]]  # (objects, bytes) per action
+    rewrites: tuple[ObjectRecord, ...]  # the straddling objects, oldest first
 
     @property
     def qualified(self) -> str:
@@ -87,11 +85,7 @@ class TablePlan:
 
     def totals(self) -> dict[Action, tuple[int, int]]:
         """(objects, bytes) per action."""
-        out: dict[Action, tuple[int, int]] = {a: (0, 0) for a in ACTIONS}
-        for item in self.objects:
-            count, size = out[item.action]
-            out[item.action] = (count + 1, size + item.object.bytes)
-        return out
+        return {a: self.counts.get(a, (0, 0)) for a in ACTIONS}
 
 
 @dataclass(frozen=True)
@@ -150,27 +144,23 @@ class RestorePlan:
                 out[action] = (out[action][0] + count, out[action][1] + size)
         return out
 
-    def used_objects(self) -> list[ObjectRecord]:
-        """Objects the job reads or installs: pinned while it runs."""
-        return [o.object for t in self.tables for o in t.objects if o.action != "skip"]
-
     def to_json(self) -> str:
-        # json's default= walks the dataclasses shallowly; asdict would deep-copy
-        # every object record first (2x slower for a plan of 10^5 objects).
-        return json.dumps(self, default=_fields, sort_keys=True)
+        return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RestorePlan:
         raw = json.loads(text)
+        for t in raw["tables"]:
+            if "objects" in t:  # journaled before plans were set-based (catalog step 6)
+                _upgrade_table(t)
         tables = tuple(
             TablePlan(
                 **{
                     **t,
                     "primary_key": tuple(t["primary_key"]),
                     "schema_versions": tuple(SchemaVersionPlan(**v) for v in t["schema_versions"]),
-                    "objects": tuple(
-                        ObjectAction(o["action"], ObjectRecord(**o["object"])) for o in t["objects"]
-                    ),
+                    "counts": {a: (c[0], c[1]) for a, c in t["counts"].items()},
+                    "rewrites": tuple(ObjectRecord(**o) for o in t["rewrites"]),
                 }
             )
             for t in raw["tables"]
@@ -193,23 +183,17 @@ class RestorePlan:
         )
 
 
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause Python's cyclic GC while building 10^5 records: they hold no cycles, and
-    its passes over the growing heap made planning grow faster than linearly."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _fields(value: object) -> dict[str, object]:
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in fields(value)}
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+def _upgrade_table(raw: dict[str, Any]) -> None:
+    """A table of a plan that listed every object: keep counts and straddlers only."""
+    counts: dict[str, list[int]] = {}
+    for item in raw.pop("objects"):
+        count = counts.setdefault(item["action"], [0, 0])
+        count[0] += 1
+        count[1] += item["object"]["bytes"]
+        if item["action"] == "rewrite":
+            raw.setdefault("rewrites", []).append(item["object"])
+    raw["counts"] = counts
+    raw.setdefault("rewrites", [])
 
 
 def classify(record: ObjectRecord, at_ts: int) -> Action:
@@ -243,40 +227,65 @@ def plan_restore(
         AlreadyExists: ``to`` names an active tenant.
         CorruptObject: an object's fingerprint is not a schema of its table.
     """
-    job_id = job_id or new_id()
     with catalog.snapshot() as tx:
-        current = find_tenant(tx, tenant)
-        source, at_ts, label = resolve_point(tx, current, point)
-        mode: Mode = "clone" if to is not None or not check_target else "in_place"
-        if not check_target:
-            target, replaced = to or current.name, None
-        elif to is not None:
-            tenant_name(to)
-            if tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (to,)):
-                raise AlreadyExists(
-                    f"cannot restore into {to!r}: an active tenant has that name; "
-                    "choose another --to name, or restore in place"
-                )
-            target, replaced = to, None
-        else:
-            if current.state != "active":
-                raise TenantDropped(
-                    f"tenant {current.ref} is dropped; restore it as a clone with --to NEW, "
-                    "or bring it back with `rewind tenant undrop`"
-                )
-            target, replaced = current.name, current.id
-        snapshots = tuple(
-            SnapshotPlan(s.name, s.ts, s.kind, s.expires_at)
-            for s in list_snapshots(tx, source)
-            if s.ts <= at_ts
-        )
-        oldest_needed = min([at_ts] + [s.ts for s in snapshots])
-        with _no_cyclic_gc():
-            tables, databases = _plan_tables(tx, source, at_ts, oldest_needed)
-        pitr = get_pitr(tx, source)
-        schedule = get_schedule(tx, source)
+        return plan_in(tx, tenant, point, to=to, job_id=job_id, check_target=check_target)
+
+
+def plan_in(
+    tx: Tx,
+    tenant: str,
+    point: str | int,
+    *,
+    to: str | None = None,
+    job_id: str | None = None,
+    check_target: bool = True,
+) -> RestorePlan:
+    """``plan_restore`` inside a caller's transaction (to list its members in the same one)."""
+    job_id = job_id or new_id()
+    current = find_tenant(tx, tenant)
+    source, at_ts, label = resolve_point(tx, current, point)
+    mode: Mode = "clone" if to is not None or not check_target else "in_place"
+    if not check_target:
+        target, replaced = to or current.name, None
+    elif to is not None:
+        tenant_name(to)
+        if tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (to,)):
+            raise AlreadyExists(
+                f"cannot restore into {to!r}: an active tenant has that name; "
+                "choose another --to name, or restore in place"
+            )
+        target, replaced = to, None
+    else:
+        if current.state != "active":
+            raise TenantDropped(
+                f"tenant {current.ref} is dropped; restore it as a clone with --to NEW, "
+                "or bring it back with `rewind tenant undrop`"
+            )
+        target, replaced = current.name, current.id
+    snapshots = tuple(
+        SnapshotPlan(s.name, s.ts, s.kind, s.expires_at)
+        for s in list_snapshots(tx, source)
+        if s.ts <= at_ts
+    )
+    oldest_needed = min([at_ts] + [s.ts for s in snapshots])
+    tables, databases = _plan_tables(tx, source, at_ts, oldest_needed)
+    pitr = get_pitr(tx, source)
+    schedule = get_schedule(tx, source)
     new_tenant_id = new_id()
-    plan = RestorePlan(
+    tasks = tuple(
+        RewriteTask(
+            task_id=record.id,
+            job_id=job_id,
+            input=record,
+            primary_key=table.primary_key,
+            as_of=at_ts,
+            out_tenant_id=new_tenant_id,
+            out_table_id=table.new_table_id,
+        )
+        for table in tables
+        for record in table.rewrites
+    )
+    return RestorePlan(
         job_id=job_id,
         source=source,
         replaced_tenant_id=replaced,
@@ -290,22 +299,18 @@ def plan_restore(
         snapshots=snapshots,
         pitr_window_us=pitr.window_us if pitr else None,
         schedule=asdict(schedule) if schedule else None,
+        tasks=tasks,
     )
-    tasks = tuple(
-        RewriteTask(
-            task_id=item.object.id,
-            job_id=job_id,
-            input=item.object,
-            primary_key=table.primary_key,
-            as_of=at_ts,
-            out_tenant_id=new_tenant_id,
-            out_table_id=table.new_table_id,
-        )
-        for table in tables
-        for item in table.objects
-        if item.action == "rewrite"
-    )
-    return RestorePlan(**{**plan.__dict__, "tasks": tasks})
+
+
+# A table's live members, and the action for each at S (bound twice, before the table id).
+# Without the hint SQLite's planner prefers the unique index on objects.id (one row,
+# it assumes) to the covering one, and reads every object's row: 3-10x slower.
+LIVE_MEMBERS = (
+    "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id "
+    "WHERE m.table_id = ? AND m.removed_ts IS NULL"
+)
+ACTION_AT = "CASE WHEN o.max_ts <= ? THEN 'reuse' WHEN o.min_ts > ? THEN 'skip' ELSE 'rewrite' END"
 
 
 def _plan_tables(
@@ -331,17 +336,8 @@ def _plan_tables(
                 (row["id"],),
             )
         )
-        known = {v.fingerprint for v in versions}
+        counts, rewrites = _classify(tx, source, row, at_ts)
         kept_versions = tuple(v for v in versions if v.valid_from_ts <= at_ts)
-        objects = []
-        for record in live_objects(tx, row["id"]):
-            if record.fingerprint not in known:
-                raise CorruptObject(
-                    f"object {record.key} of table {row['database_name']}.{row['name']} "
-                    f"(tenant {source.ref}) has schema fingerprint {record.fingerprint}, which is "
-                    "not a schema version of its table; the restore stops before writing anything"
-                )
-            objects.append(ObjectAction(classify(record, at_ts), record))
         dropped = (
             row["dropped_ts"]
             if row["dropped_ts"] is not None and row["dropped_ts"] <= at_ts
@@ -357,7 +353,51 @@ def _plan_tables(
                 dropped_ts=dropped,
                 primary_key=tuple(json.loads(kept_versions[-1].primary_key_json)),
                 schema_versions=kept_versions,
-                objects=tuple(objects),
+                counts=counts,
+                rewrites=rewrites,
             )
         )
     return tuple(tables), databases
+
+
+def _classify(
+    tx: Tx, source: TenantRecord, table: Any, at_ts: int
+) -> tuple[dict[Action, tuple[int, int]], tuple[ObjectRecord, ...]]:
+    """(objects, bytes) per action, and the straddlers in full: one pass over the
+    members, and a second only when some straddle S."""
+    counts: dict[Action, tuple[int, int]] = {}
+    unknown = 0
+    for action, count, size, strangers in tx.tuples(
+        f"SELECT {ACTION_AT} AS action, COUNT(*), SUM(o.byte_size), "
+        "SUM(CASE WHEN o.fingerprint IN (SELECT fingerprint FROM schema_versions "
+        f"WHERE table_id = ?) THEN 0 ELSE 1 END) {LIVE_MEMBERS} GROUP BY action",
+        (at_ts, at_ts, table["id"], table["id"]),
+    ):
+        counts[action] = (int(count), int(size))
+        unknown += int(strangers)
+    if unknown:
+        _reject_fingerprints(tx, source, table)
+    if "rewrite" not in counts:
+        return counts, ()
+    records = [
+        record_from_tuple(r)
+        for r in tx.tuples(
+            f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS} AND o.max_ts > ? AND o.min_ts <= ?",
+            (table["id"], at_ts, at_ts),
+        )
+    ]
+    return counts, tuple(sorted(records, key=lambda o: (o.min_ts, o.id)))
+
+
+def _reject_fingerprints(tx: Tx, source: TenantRecord, table: Any) -> None:
+    bad = tx.one(
+        f"SELECT o.object_key, o.fingerprint {LIVE_MEMBERS} AND o.fingerprint NOT IN "
+        "(SELECT fingerprint FROM schema_versions WHERE table_id = ?) LIMIT 1",
+        (table["id"], table["id"]),
+    )
+    assert bad is not None
+    raise CorruptObject(
+        f"object {bad['object_key']} of table {table['database_name']}.{table['name']} "
+        f"(tenant {source.ref}) has schema fingerprint {bad['fingerprint']}, which is "
+        "not a schema version of its table; the restore stops before writing anything"
+    )

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
+from engine.restore.members import pinned, pinned_sizes
 from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult, row_hash
 from tenants.catalog import Catalog
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
 from tenants.object_io import read_object
-from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash
 from tenants.reads import ReadPlan, plan_read, read_local
@@ -36,30 +36,16 @@ def check_level(level: str) -> VerifyLevel:
     return level  # type: ignore[return-value]
 
 
-def installed_objects(
-    plan: RestorePlan, results: Sequence[RewriteResult]
-) -> dict[str, list[ObjectRecord]]:
-    """Per new table id, the objects the new tenant will reference."""
-    outputs = {r.task_id: r.output for r in results}
-    by_table: dict[str, list[ObjectRecord]] = defaultdict(list)
-    for table in plan.tables:
-        for item in table.objects:
-            if item.action == "reuse":
-                by_table[table.new_table_id].append(item.object)
-            elif item.action == "rewrite":
-                by_table[table.new_table_id].append(outputs[item.object.id])
-    return by_table
-
-
 def verify_objects(
-    store: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
+    catalog: Catalog, store: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
 ) -> tuple[int, int]:
     """Existence and size of every installed object, by listing; returns (objects, prefixes)."""
+    with catalog.snapshot() as tx:
+        sizes = pinned_sizes(tx, plan.job_id, "reuse")
+    sizes += [(r.output.key, r.output.bytes) for r in results]
     expected: dict[str, dict[str, int]] = defaultdict(dict)
-    for records in installed_objects(plan, results).values():
-        for record in records:
-            prefix = record.key.rsplit("/", 1)[0] + "/"
-            expected[prefix][record.key] = record.bytes
+    for key, size in sizes:
+        expected[key.rsplit("/", 1)[0] + "/"][key] = size
     checked = 0
     for prefix, keys in expected.items():
         listed = {info.key: info.size for info in store.list(prefix)}
@@ -95,7 +81,9 @@ def verify_full(
     catalog: Catalog, store: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
 ) -> int:
     """Every table read from the new objects equals a snapshot read of the source at S."""
-    installed = installed_objects(plan, results)
+    with catalog.snapshot() as tx:
+        reused = pinned(tx, plan.job_id, "reuse")
+    outputs = {r.task_id: r.output for r in results}
     compared = 0
     for table in plan.tables:
         if table.dropped_ts is not None:
@@ -108,7 +96,12 @@ def verify_full(
             replace(source.tenant, id=plan.new_tenant_id),
             record,
             plan.at_ts,
-            tuple(o for o in installed.get(table.new_table_id, []) if o.min_ts <= plan.at_ts),
+            tuple(
+                o
+                for o in [i.object for i in reused.get(table.source_table_id, [])]
+                + [outputs[r.id] for r in table.rewrites]
+                if o.min_ts <= plan.at_ts
+            ),
         )
         actual = read_local(store, candidate)
         keys = list(schema.primary_key)

@@ -163,6 +163,31 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         "tenant name history: the previous holder of a name",
         ["ALTER TABLE tenants ADD COLUMN previous_holder_id VARCHAR(32)"],
     ),
+    (
+        "set-based restore plans: pins name their table and action; covering indexes",
+        [
+            # A plan no longer lists reused objects: the job's pins do, so a pin
+            # says which table it installs into and how. Jobs pinned before this
+            # step carry action 'legacy' and cannot be resumed, only cancelled.
+            """CREATE TABLE job_pins_v6 (
+                job_id VARCHAR(32) NOT NULL,
+                table_id VARCHAR(32) NOT NULL,
+                object_id VARCHAR(32) NOT NULL,
+                action VARCHAR(8) NOT NULL CHECK (action IN ('reuse', 'rewrite', 'legacy')),
+                PRIMARY KEY (job_id, table_id, object_id))""",
+            """INSERT INTO job_pins_v6 (job_id, table_id, object_id, action)
+                SELECT job_id, '', object_id, 'legacy' FROM job_pins""",
+            "DROP TABLE job_pins",
+            "ALTER TABLE job_pins_v6 RENAME TO job_pins",
+            "CREATE INDEX job_pins_object ON job_pins (object_id)",
+            # Planning classifies 10^5 members by (max_ts, min_ts) and sums their
+            # bytes: these indexes answer it without touching the tables' rows.
+            "DROP INDEX membership_live",
+            "CREATE INDEX membership_live ON membership (table_id, removed_ts, object_id)",
+            """CREATE INDEX objects_plan ON objects
+                (id, kind, max_ts, min_ts, byte_size, fingerprint)""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
