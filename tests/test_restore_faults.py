@@ -285,9 +285,32 @@ def test_crash_in_verify_leaves_source_untouched_and_resume_rewrites_nothing(sce
     s.check_final(job_id)
 
 
-def test_crash_inside_the_install_transaction_rolls_back_and_resumes(scenario):
+@pytest.mark.parametrize(
+    "statement",
+    ["INSERT INTO restore_jobs", "INSERT INTO restore_plans", "INSERT INTO restore_tasks", "INSERT INTO job_pins"],
+)
+def test_crash_inside_the_transaction_that_starts_the_job_journals_nothing(scenario, statement):
     s = scenario
-    faulty = FaultyCatalog(s.store.catalog, "INSERT INTO tenants")
+    jobs_before = catalog_rows(s.store, "SELECT id FROM restore_jobs")
+    faulty = FaultyCatalog(s.store.catalog, statement)
+    with pytest.raises(SimulatedCrash, match="inside"):
+        restore_tenant(with_catalog(s.store, faulty), s.name, "mon", executor="local")
+    assert faulty.count == 1
+    assert catalog_rows(s.store, "SELECT id FROM restore_jobs") == jobs_before
+    assert catalog_rows(s.store, "SELECT * FROM job_pins") == []
+    s.source_untouched()
+    outcome = restore_tenant(s.store, s.name, "mon", executor="local")
+    s.check_final(outcome.job_id)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    # the new tenant, membership from the pins (reused objects), rewritten objects, the pins' release
+    ["INSERT INTO tenants", "INSERT INTO membership", "INSERT INTO objects", "DELETE FROM job_pins"],
+)
+def test_crash_inside_the_install_transaction_rolls_back_and_resumes(scenario, statement):
+    s = scenario
+    faulty = FaultyCatalog(s.store.catalog, statement)
     with pytest.raises(SimulatedCrash, match="inside"):
         restore_tenant(with_catalog(s.store, faulty), s.name, "mon", executor="local")
     job_id = s.only_unfinished_job()
