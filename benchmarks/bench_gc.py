@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -51,13 +50,14 @@ from benchmarks.common import (
     BACKENDS,
     EVENTS_SCHEMA,
     Backend,
+    finish_run,
     fmt_rate,
+    load_average,
     moto_server,
     open_store,
     parse_sizes,
     rate,
     timed,
-    write_result,
 )
 from engine.gc.run import GcReport, run_gc
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key
@@ -77,10 +77,6 @@ PUT_THREADS = 16
 CHUNK = 500  # SQL parameters per statement
 
 console = Console() if sys.stdout.isatty() else Console(width=150)
-
-
-def _load() -> list[float] | None:
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
 
 # tracing ------------------------------------------------------------------------
@@ -463,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     name = args.name or (
         f"{NAME}_custom" if args.sizes else f"{NAME}_quick" if args.quick else NAME
     )
-    load_at_start = _load()
+    load_at_start = load_average()
     started = time.perf_counter()
     cases = []
     for n in sizes:
@@ -476,18 +472,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "quick": bool(args.quick),
         "sizes": sizes,
         "garbage_fraction": GARBAGE_FRACTION,
-        "total_seconds": time.perf_counter() - started,
         "load_average_at_start": load_at_start,
         "cases": cases,
     }
-    print_report(cases)
-    payload["load_average_at_end"] = _load()
-    path = write_result(name, payload)
-    console.print(
-        f"total {payload['total_seconds']:.0f} s; load average at start {load_at_start}, "
-        f"at end {payload['load_average_at_end']}; wrote {path}"
+    return finish_run(
+        payload,
+        name=name,
+        started=started,
+        console=console,
+        report=lambda p: print_report(p["cases"]),
     )
-    return payload
 
 
 if __name__ == "__main__":

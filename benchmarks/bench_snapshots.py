@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -40,8 +39,10 @@ from benchmarks.common import (
     EVENTS_SCHEMA,
     MB,
     Backend,
+    finish_run,
     fmt_rate,
     key_table,
+    load_average,
     make_rows,
     open_store,
     parse_sizes,
@@ -49,7 +50,6 @@ from benchmarks.common import (
     repeat,
     split,
     timed,
-    write_result,
 )
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key
 from tenants.store import TableStore
@@ -76,10 +76,6 @@ SNAPSHOT_AFTER_ROUND = UPDATE_ROUNDS // 2
 SNAPSHOT = "mid-updates"
 
 console = Console() if sys.stdout.isatty() else Console(width=150)
-
-
-def _load() -> list[float] | None:
-    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
 
 # 1. creation cost --------------------------------------------------------------
@@ -370,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows = int(float(args.rows)) if args.rows else (QUICK_READ_ROWS if args.quick else READ_ROWS)
     custom = args.sizes or args.rows
     name = args.name or (f"{NAME}_custom" if custom else f"{NAME}_quick" if args.quick else NAME)
-    load_at_start = _load()
+    load_at_start = load_average()
     started = time.perf_counter()
 
     console.print(
@@ -389,19 +385,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     payload = {
         "quick": bool(args.quick),
         "warm_calls": args.warm,
-        "total_seconds": time.perf_counter() - started,
         "load_average_at_start": load_at_start,
         "creation": creation,
         "reads": reads,
     }
-    print_report(creation, reads)
-    payload["load_average_at_end"] = _load()
-    path = write_result(name, payload)
-    console.print(
-        f"total {payload['total_seconds']:.0f} s; load average at start {load_at_start}, "
-        f"at end {payload['load_average_at_end']}; wrote {path}"
+    return finish_run(
+        payload,
+        name=name,
+        started=started,
+        console=console,
+        report=lambda p: print_report(p["creation"], p["reads"]),
     )
-    return payload
 
 
 if __name__ == "__main__":

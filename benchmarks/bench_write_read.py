@@ -23,7 +23,6 @@ are checked to be equal and to have the row count a model predicts.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -41,8 +40,10 @@ from benchmarks.common import (
     MB,
     Backend,
     Timing,
+    finish_run,
     fmt_rate,
     key_table,
+    load_average,
     make_rows,
     open_store,
     parse_sizes,
@@ -51,7 +52,6 @@ from benchmarks.common import (
     spark_session,
     split,
     timed,
-    write_result,
 )
 from tenants.store import Reader, TableStore
 
@@ -411,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     sizes = parse_sizes(args.sizes) if args.sizes else list(default_sizes)
     default_name = f"{NAME}_quick" if args.quick else NAME
     name = args.name or (f"{NAME}_custom" if args.sizes else default_name)
-    load_at_start = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    load_at_start = load_average()
     started = time.perf_counter()
     _, spark_start_s = spark_session()
     cases = []
@@ -438,18 +438,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "batches": args.batches,
         "warm_calls": args.warm,
         "spark": {"session_start_s": spark_start_s, "first_read_of_run_s": first_spark_read_s},
-        "total_seconds": time.perf_counter() - started,
         "load_average_at_start": load_at_start,
         "cases": cases,
     }
-    print_report(cases, spark_start_s, first_spark_read_s)
-    path = write_result(name, payload)
-    load_now = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    console.print(
-        f"total {payload['total_seconds']:.0f} s; load average at start {load_at_start}, "
-        f"at end {load_now}; wrote {path}"
+    return finish_run(
+        payload,
+        name=name,
+        started=started,
+        console=console,
+        report=lambda p: print_report(p["cases"], spark_start_s, first_spark_read_s),
     )
-    return payload
 
 
 if __name__ == "__main__":
