@@ -141,6 +141,15 @@ RECORD_COLUMNS = (
 )
 
 
+# A table's live members (bind the table id). Without the hint SQLite's planner prefers
+# the unique index on objects.id (one row, it assumes) to the covering objects_plan,
+# and then reads every object's row: 3-10x slower for a restore plan's aggregates.
+LIVE_MEMBERS = (
+    "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id "
+    "WHERE m.table_id = ? AND m.removed_ts IS NULL"
+)
+
+
 def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:
     return ObjectRecord(
         r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11], r[12]
@@ -150,10 +159,7 @@ def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:
 def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[ObjectRecord]:
     """The table's current members, oldest first (sorted here: SQLite would sort
     without an index, slower than Python's sort of already-built records)."""
-    sql = (
-        f"SELECT {RECORD_COLUMNS} FROM membership m JOIN objects o ON o.id = m.object_id "
-        "WHERE m.table_id = ? AND m.removed_ts IS NULL"
-    )
+    sql = f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS}"
     params: list[Any] = [table_id]
     if kind:
         sql += " AND o.kind = ?"

@@ -18,10 +18,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.restore.plan import ACTION_AT, LIVE_MEMBERS, Action, RestorePlan, classify
+from engine.restore.plan import ACTION_AT, Action, RestorePlan, classify
 from tenants.catalog import Tx
 from tenants.errors import ConcurrentModification, InvalidArgument
-from tenants.objects import RECORD_COLUMNS, ObjectRecord, record_from_tuple
+from tenants.objects import LIVE_MEMBERS, RECORD_COLUMNS, ObjectRecord, record_from_tuple
 
 
 class PlanOutdated(ConcurrentModification):

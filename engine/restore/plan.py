@@ -30,7 +30,13 @@ from tenants.catalog import Catalog, Tx
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.lineage import resolve_point
 from tenants.names import tenant_name
-from tenants.objects import RECORD_COLUMNS, ObjectRecord, object_key, record_from_tuple
+from tenants.objects import (
+    LIVE_MEMBERS,
+    RECORD_COLUMNS,
+    ObjectRecord,
+    object_key,
+    record_from_tuple,
+)
 from tenants.pitr import get_pitr
 from tenants.schedules import get_schedule
 from tenants.schema import TableSchema
@@ -303,13 +309,7 @@ def plan_in(
     )
 
 
-# A table's live members, and the action for each at S (bound twice, before the table id).
-# Without the hint SQLite's planner prefers the unique index on objects.id (one row,
-# it assumes) to the covering one, and reads every object's row: 3-10x slower.
-LIVE_MEMBERS = (
-    "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id "
-    "WHERE m.table_id = ? AND m.removed_ts IS NULL"
-)
+# Each member's action at S, as ``classify`` decides it (bind S twice).
 ACTION_AT = "CASE WHEN o.max_ts <= ? THEN 'reuse' WHEN o.min_ts > ? THEN 'skip' ELSE 'rewrite' END"
 
 
