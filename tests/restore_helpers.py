@@ -14,7 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
+# Re-exported: the restore and GC tests import their rows from here.
+from item_rows import SCHEMA as SCHEMA
+from item_rows import keys as keys
+from item_rows import pairs as pairs
+from item_rows import rows as rows
 
 from engine.restore.journal import task_counts
 from engine.restore.members import ObjectAction, live_members
@@ -22,7 +26,6 @@ from engine.restore.plan import RestorePlan, plan_in
 from tenants.catalog import Catalog
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
-from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord
 from tenants.times import US, parse_instant
@@ -30,28 +33,10 @@ from tenants.times import US, parse_instant
 M = US["m"]
 H = US["h"]
 T0 = parse_instant("2026-01-05T00:00:00Z")
-SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
 
 
 def unique(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def rows(*pairs: tuple[int, str]) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array([p[0] for p in pairs], pa.int64()),
-            "v": pa.array([p[1] for p in pairs], pa.string()),
-        }
-    )
-
-
-def keys(*ids: int) -> pa.Table:
-    return pa.table({"id": pa.array(ids, pa.int64())})
-
-
-def pairs(table: pa.Table) -> list[tuple[int, str]]:
-    return list(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
 
 
 class Minutes:

@@ -11,6 +11,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
+from item_rows import SCHEMA, keys, rows
 
 from tenants.protection import Protection
 from tenants.retention import keep_masks
@@ -22,20 +23,6 @@ from tenants.times import US, parse_instant
 H = US["h"]
 M = US["m"]
 T0 = parse_instant("2026-01-05T00:30:00Z")
-SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
-
-
-def rows(*pairs: tuple[int, str]) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array([p[0] for p in pairs], pa.int64()),
-            "v": pa.array([p[1] for p in pairs], pa.string()),
-        }
-    )
-
-
-def keys(*ids: int) -> pa.Table:
-    return pa.table({"id": pa.array(ids, pa.int64())})
 
 
 def read(store: TableStore, tenant: str, as_of: int | str | None = None) -> list[dict]:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-import pyarrow as pa
 import pytest
+from item_rows import SCHEMA, rows
 
 from tenants.errors import InvalidArgument, InvalidName
 from tenants.schedules import Schedule, parse_time_of_day
-from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tenants.times import US, parse_duration, parse_instant
 
@@ -23,16 +22,6 @@ M = US["m"]
 DAY = parse_instant("2026-01-05T00:00:00Z")
 FIRST = parse_time_of_day("02:00")
 EVERY = parse_duration("6h")
-SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
-
-
-def rows(*pairs: tuple[int, str]) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array([p[0] for p in pairs], pa.int64()),
-            "v": pa.array([p[1] for p in pairs], pa.string()),
-        }
-    )
 
 
 def names(store: TableStore, tenant: str) -> list[str]:

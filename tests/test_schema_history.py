@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from item_rows import SCHEMA
 
 from tenants.errors import (
     AlreadyExists,
@@ -27,7 +28,6 @@ from tenants.times import US, parse_instant
 H = US["h"]
 M = US["m"]
 T0 = parse_instant("2026-01-05T00:30:00Z")
-SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
 
 
 def items(**columns: list[Any]) -> pa.Table:

@@ -9,35 +9,16 @@ from __future__ import annotations
 
 import uuid
 
-import pyarrow as pa
 import pytest
+from item_rows import SCHEMA, keys, pairs, rows
 
 from tenants.errors import AlreadyExists, InvalidArgument, InvalidName, NotFound, UnprotectedTime
-from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tenants.times import US, format_ts, parse_instant
 
 H = US["h"]
 M = US["m"]
 T0 = parse_instant("2026-01-05T00:30:00Z")
-SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
-
-
-def rows(*pairs: tuple[int, str]) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array([p[0] for p in pairs], pa.int64()),
-            "v": pa.array([p[1] for p in pairs], pa.string()),
-        }
-    )
-
-
-def keys(*ids: int) -> pa.Table:
-    return pa.table({"id": pa.array(ids, pa.int64())})
-
-
-def pairs(table: pa.Table) -> list[tuple[int, str]]:
-    return list(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
 
 
 def read(store: TableStore, tenant: str, as_of: int | str | None = None) -> list[tuple[int, str]]:
