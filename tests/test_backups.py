@@ -33,7 +33,8 @@ from backup_helpers import (
     tenant_rows,
     warehouse_keys,
 )
-from restore_helpers import SimulatedCrash, reads
+from restore_helpers import FaultyCatalog, SimulatedCrash, reads, with_catalog
+from typer.testing import CliRunner
 
 from engine.backup.api import (
     backups,
@@ -45,6 +46,7 @@ from engine.backup.api import (
 )
 from engine.backup.destination import MARKER, open_destination
 from engine.backup.physical import create_physical, read_physical_manifest
+from engine.cli.app import app
 from engine.logical.dump import dump_tenant
 from tenants.catalog.base import wall_clock_us
 from tenants.embedded_s3 import EmbeddedS3
@@ -494,3 +496,56 @@ def test_backup_of_an_unknown_tenant_claims_no_destination(
     with pytest.raises(NotFound, match="tenant 'ghost' does not exist"):
         create_backup(store, "ghost", "mon", f"file://{destination}", kind="physical")
     assert not destination.exists()
+
+
+# --- a killed logical backup restore leaves nothing behind ----------------------------------------
+
+
+def _killed_logical_restore(store: TableStore, uri: str, backup_id: str, name: str) -> str:
+    """Restore ``backup_id`` as ``name`` and die at the reload's 2nd data commit; the staging id."""
+    faulty = with_catalog(store, FaultyCatalog(store.catalog, "INSERT INTO membership", occurrence=2))
+    with pytest.raises(SimulatedCrash):
+        restore_backup(faulty, uri, backup_id, tenant=name)
+    [staging] = [t for t in tenant_rows(store) if t[2] == "staging"]
+    assert warehouse_keys(store, f"tenants/{staging[1]}/") != {}
+    return staging[1]
+
+
+def test_rerun_of_a_killed_logical_backup_restore_replaces_its_staging_tenant(
+    store: TableStore, source: Source, uri: str
+) -> None:
+    backup = create_backup(store, "acme", "mon", uri, kind="logical")
+    staging_id = _killed_logical_restore(store, uri, backup.backup_id, "back")
+
+    tenant, _ = restore_backup(store, uri, backup.backup_id, tenant="back")
+
+    assert [t for t in tenant_rows(store) if t[2] == "staging"] == []
+    assert tenant.id == staging_id  # the same staging id, loaded afresh and swapped in
+    assert reads(store, "back") == AT_MON
+    # Exactly the installed objects are under its prefix: the killed load's are gone.
+    assert set(warehouse_keys(store, f"tenants/{tenant.id}/")) == {
+        o.key for _, o in store.objects_of("back")
+    }
+    # Restoring the same backup under the same name again (after a drop) still works.
+    store.drop_tenant("back")
+    again, _ = restore_backup(store, uri, backup.backup_id, tenant="back")
+    assert again.id != tenant.id and reads(store, "back") == AT_MON
+
+
+def test_tenant_purge_discards_a_staging_tenant_a_killed_backup_restore_left(
+    store: TableStore, source: Source, uri: str
+) -> None:
+    backup = create_backup(store, "acme", "mon", uri, kind="logical")
+    staging_id = _killed_logical_restore(store, uri, backup.backup_id, "back")
+    catalog_uri = store.catalog.uri
+    warehouse_uri = store.objects.warehouse.uri
+    result = CliRunner().invoke(
+        app,
+        ["--catalog", catalog_uri, "--warehouse", warehouse_uri, "tenant", "purge", f"back@{staging_id}"],
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "discarded the half-loaded staging tenant" in result.output
+    assert [t for t in tenant_rows(store) if t[2] == "staging"] == []
+    assert warehouse_keys(store, f"tenants/{staging_id}/") == {}
+    assert reads(store, "acme") == source.now_reads

@@ -57,6 +57,7 @@ from engine.logical.manifest import (
 )
 from engine.logical.reload import reload_dump
 from engine.restore.job import (
+    AlreadyInstalled,
     cancel_restore,
     choose_method,
     restore_tenant,
@@ -463,14 +464,26 @@ def test_logical_restore_is_journaled_and_a_crash_anywhere_resumes_to_the_same_r
     to = None if in_place else "clone"
     with pytest.raises(SimulatedCrash):
         restore_tenant(CRASHES[crash](store), "acme", "mon", to=to, method="logical")
-    job_id = only_unfinished_job(store)
     target = "acme" if in_place else "clone"
-    if crash != "after_swap":
-        # Nothing visible changed: the source still holds its name, no clone exists.
-        assert source_state(store, "acme") == before
-        if not in_place:
-            with pytest.raises(NotFound):
-                store.tenant("clone")
+    if crash == "after_swap":
+        # The swap and the job's end are one commit: the job is done, and neither
+        # --resume nor --cancel (which would delete the live tenant's objects) applies.
+        [row] = catalog_rows(store, "SELECT id FROM restore_jobs WHERE state = 'done'")
+        job_id = str(row["id"])
+        with pytest.raises(InvalidArgument, match=f"restore job {job_id} is done"):
+            resume_restore(store, job_id)
+        with pytest.raises(AlreadyInstalled, match="cannot be cancelled"):
+            cancel_restore(store, job_id)
+        # The dump in staging/ is left for GC (the process died before deleting it).
+        assert warehouse_keys(store, staging_root(job_id) + "/") != {}
+        assert reads(store, target) == AT_MON
+        return
+    job_id = only_unfinished_job(store)
+    # Nothing visible changed: the source still holds its name, no clone exists.
+    assert source_state(store, "acme") == before
+    if not in_place:
+        with pytest.raises(NotFound):
+            store.tenant("clone")
 
     outcome = resume_restore(store, job_id)
 

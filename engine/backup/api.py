@@ -7,6 +7,8 @@ and warehouse, so a backup outlives the source bucket and deployment.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -152,6 +154,22 @@ def delete_backup(uri: str, backup_id: str) -> int:
     return deleted
 
 
+def staging_id_for(store: TableStore, backup_id: str, name: str) -> str:
+    """The staging tenant id for restoring ``backup_id`` as ``name``, stable across reruns.
+
+    The n-th restore of one backup under one name gets the n-th id of a fixed
+    sequence: the first that no installed tenant took. A rerun after a kill
+    therefore lands on the half-loaded staging tenant and replaces it.
+    """
+    with store.catalog.snapshot() as tx:
+        for n in itertools.count():
+            candidate = hashlib.sha256(f"backup-restore/{backup_id}/{name}/{n}".encode()).hexdigest()
+            row = tx.one("SELECT state FROM tenants WHERE id = ?", (candidate[:32],))
+            if row is None or row["state"] == "staging":
+                return candidate[:32]
+    raise AssertionError("unreachable")
+
+
 def restore_backup(
     store: TableStore, uri: str, backup_id: str, *, tenant: str | None = None, replace: bool = False
 ) -> tuple[TenantRecord, float]:
@@ -173,6 +191,9 @@ def restore_backup(
             backup_root(backup_id),
             target_name=name,
             replace_tenant_id=holder,
+            # One staging id per (backup, name): a rerun after a kill replaces the
+            # half-loaded staging tenant instead of leaving it behind.
+            staging_id=staging_id_for(store, backup_id, name),
             job_id=backup_id,
         )
         return result.tenant, time.perf_counter() - started

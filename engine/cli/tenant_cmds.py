@@ -97,12 +97,24 @@ def purge(
         str, typer.Argument(metavar="NAME@ID", help="A dropped tenant.", show_default=False)
     ],
 ) -> None:
-    """End a dropped tenant's retention now: its snapshots go and its objects become collectable."""
+    """End a dropped tenant's retention now: its snapshots go and its objects become collectable.
+
+    A half-loaded staging tenant (left by a killed `backup restore`) is discarded.
+    """
     from engine.gc.retention import purge_tenant
+    from engine.logical.reload import discard_abandoned_staging
 
     state = cli_state(ctx)
     tenant_arg(ref)
-    result = purge_tenant(state.store().catalog, ref)
+    store = state.store()
+    if store.tenant(ref).state == "staging":
+        staging = discard_abandoned_staging(store, ref)
+        if state.json:
+            render.emit_json({"tenant": staging.ref, "discarded": "staging"})
+        else:
+            render.say(f"discarded the half-loaded staging tenant {staging.ref} and its objects")
+        return
+    result = purge_tenant(store.catalog, ref)
     if state.json:
         render.emit_json(result.__dict__)
     else:

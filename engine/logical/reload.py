@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.logical.manifest import DumpManifest, check_file, verify_dump
 from tenants.catalog import Tx
-from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, RewindError
+from tenants.errors import (
+    AlreadyExists,
+    ConcurrentModification,
+    CorruptObject,
+    InvalidArgument,
+    RewindError,
+)
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash, decode
 from tenants.reads import plan_read, read_local
@@ -27,6 +34,7 @@ from tenants.tenancy import (
     DEFAULT_RETENTION_US,
     TenantRecord,
     create_table,
+    find_tenant,
     new_id,
     retire_tenant,
     tenant_by_id,
@@ -54,11 +62,16 @@ def reload_dump(
     staging_id: str | None = None,
     job_id: str | None = None,
     retention_us: int = DEFAULT_RETENTION_US,
+    on_swap: Callable[[Tx], None] | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> ReloadResult:
     """Load the dump at ``root`` as tenant ``target_name``.
 
     ``replace_tenant_id`` (in place) names the active tenant to retire at the
     swap; without it the name must be free (a clone or a new deployment).
+    ``on_swap`` runs inside the swap transaction (a restore job marks itself
+    done there, so the swap and the job's end are one commit); ``checkpoint``
+    runs between loaded files and may raise to stop the load.
     """
     started = time.perf_counter()
     root = root.rstrip("/")
@@ -74,8 +87,11 @@ def reload_dump(
         staging = _create_staging(tx, staging_id, target_name)
         for table in manifest.tables:
             create_table(tx, staging, table.database, table.name, table.schema())
+    # Objects a killed earlier load wrote under this staging id: nothing references
+    # them (the staging tenant was just rebuilt empty), and nothing is loaded yet.
+    store.objects.delete_many(i.key for i in store.objects.list(f"tenants/{staging_id}/"))
     try:
-        rows = _load(store, dump, root, manifest, staging)
+        rows = _load(store, dump, root, manifest, staging, checkpoint)
         _verify(store, manifest, staging)
     except RewindError:
         discard_staging(store, staging_id)
@@ -100,17 +116,26 @@ def reload_dump(
             "WHERE id = ? AND state = 'staging'",
             (manifest.source_tenant_id, manifest.at_ts, job_id, ts, replace_tenant_id, staging_id),
         )
+        if on_swap is not None:
+            on_swap(tx)
         tenant = tenant_by_id(tx, staging_id)
     log.info("loaded dump %s (%d rows) as tenant %s", manifest.dump_id, rows, tenant.ref)
     return ReloadResult(tenant, manifest, rows, time.perf_counter() - started)
 
 
 def _load(
-    store: TableStore, dump: ObjectStore, root: str, manifest: DumpManifest, staging: TenantRecord
+    store: TableStore,
+    dump: ObjectStore,
+    root: str,
+    manifest: DumpManifest,
+    staging: TenantRecord,
+    checkpoint: Callable[[], None] | None,
 ) -> int:
     rows = 0
     for table in manifest.tables:
         for entry in table.files:
+            if checkpoint is not None:
+                checkpoint()
             where = f"{dump.warehouse.uri}/{root}/{entry.path}"
             part = decode(check_file(dump, root, entry), where)
             if part.num_rows:
@@ -126,6 +151,33 @@ def discard_staging(store: TableStore, staging_id: str) -> None:
         wipe_staging(tx, store.objects, staging_id)
     prefix = f"tenants/{staging_id}/"
     store.objects.delete_many(info.key for info in store.objects.list(prefix))
+
+
+def discard_abandoned_staging(store: TableStore, ref: str) -> TenantRecord:
+    """Discard a staging tenant that no unfinished restore job is building.
+
+    A killed ``backup restore`` (which runs no job) leaves one behind; a rerun
+    of the same restore also replaces it.
+
+    Raises:
+        InvalidArgument: ``ref`` is not a staging tenant, or a restore job owns it.
+    """
+    with store.catalog.snapshot() as tx:
+        tenant = find_tenant(tx, ref)
+        owner = tx.one(
+            "SELECT id FROM restore_jobs WHERE new_tenant_id = ? "
+            "AND state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')",
+            (tenant.id,),
+        )
+    if tenant.state != "staging":
+        raise InvalidArgument(f"tenant {tenant.ref} is {tenant.state}, not a half-loaded staging tenant")
+    if owner is not None:
+        raise InvalidArgument(
+            f"staging tenant {tenant.ref} belongs to unfinished restore job {owner['id']}; "
+            f"resume or cancel that job (`rewind restore-tenant {tenant.name} --cancel {owner['id']}`)"
+        )
+    discard_staging(store, tenant.id)
+    return tenant
 
 
 def _active(tx: Tx, name: str) -> bool:

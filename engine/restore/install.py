@@ -34,9 +34,15 @@ def install(
     results: Sequence[RewriteResult],
     *,
     retention_us: int = DEFAULT_RETENTION_US,
+    holder: str | None = None,
 ) -> TenantRecord:
+    """Install the restored tenant and mark the job done, in one transaction.
+
+    ``holder`` is the job's lease holder: a process that lost the lease (or
+    whose job was cancelled meanwhile) installs nothing.
+    """
     with catalog.transaction() as tx:
-        transition(tx, plan.job_id, "done", expect=("installing",))
+        transition(tx, plan.job_id, "done", expect=("installing",), holder=holder)
         ts = tx.commit_ts()
         if plan.replaced_tenant_id is not None:
             replaced = tenant_by_id(tx, plan.replaced_tenant_id)

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.restore.lease import LeaseLost
 from engine.restore.members import pin_plan
 from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult
@@ -23,6 +24,8 @@ from tenants.times import format_ts
 
 JobState = Literal["planned", "rewriting", "verifying", "installing", "done", "failed", "cancelled"]
 ACTIVE_STATES: tuple[JobState, ...] = ("planned", "rewriting", "verifying", "installing", "failed")
+# States in which no process runs the job: moving to one ends its lease.
+STOPPED_STATES: tuple[JobState, ...] = ("done", "failed", "cancelled")
 
 
 class RestoreInProgress(RewindError):
@@ -41,6 +44,13 @@ class JobRecord:
     created_ts: int
     updated_ts: int
     installed_ts: int | None
+    lease_holder: str | None = None
+    lease_expires_us: int | None = None
+    stop_requested_us: int | None = None
+
+    @property
+    def lease_row(self) -> Row:
+        return {"lease_holder": self.lease_holder, "lease_expires_us": self.lease_expires_us}
 
     @classmethod
     def from_row(cls, row: Row, plan: RestorePlan) -> JobRecord:
@@ -55,6 +65,9 @@ class JobRecord:
             row["created_ts"],
             row["updated_ts"],
             row["installed_ts"],
+            row.get("lease_holder"),
+            row.get("lease_expires_us"),
+            row.get("stop_requested_us"),
         )
 
 
@@ -70,9 +83,18 @@ def _running(tx: Tx, name: str) -> Row | None:
 
 
 def start_job(
-    catalog: Catalog, plan: RestorePlan, *, executor: str, verify: str, method: str = "physical"
+    catalog: Catalog,
+    plan: RestorePlan,
+    *,
+    executor: str,
+    verify: str,
+    method: str = "physical",
+    lease: tuple[str, int] | None = None,
 ) -> JobRecord:
     """Journal the plan, its tasks and pins in one transaction; take the tenant lock.
+
+    ``lease`` (holder, expiry in wall-clock µs) makes the caller the job's
+    holder from its first commit, so no other process can resume it meanwhile.
 
     Raises:
         RestoreInProgress: the tenant already has an unfinished restore job.
@@ -92,7 +114,8 @@ def start_job(
         tx.execute(
             "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
             "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, "
-            "created_ts, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?)",
+            "created_ts, updated_ts, lease_holder, lease_expires_us) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?, ?)",
             (
                 plan.job_id,
                 plan.target_name,
@@ -107,6 +130,7 @@ def start_job(
                 verify,
                 ts,
                 ts,
+                *(lease if lease is not None else (None, None)),
             ),
         )
         # The plan lives in its own row, written once: state changes update the
@@ -168,27 +192,54 @@ def set_state(
     *,
     expect: tuple[JobState, ...],
     error: str | None = None,
+    holder: str | None = None,
 ) -> None:
     """Move the job to ``state`` iff it is in one of ``expect`` (compare-and-swap)."""
     with catalog.transaction() as tx:
-        transition(tx, job_id, state, expect=expect, error=error)
+        transition(tx, job_id, state, expect=expect, error=error, holder=holder)
 
 
 def transition(
-    tx: Tx, job_id: str, state: JobState, *, expect: tuple[JobState, ...], error: str | None = None
+    tx: Tx,
+    job_id: str,
+    state: JobState,
+    *,
+    expect: tuple[JobState, ...],
+    error: str | None = None,
+    holder: str | None = None,
 ) -> None:
+    """Compare-and-set the job's state; with ``holder``, only while it holds the lease.
+
+    A move to a stopped state (done, failed, cancelled) also ends the lease, in
+    the same statement: the job is no longer running anywhere.
+    """
     placeholders = ", ".join("?" for _ in expect)
+    ending = state in STOPPED_STATES
+    lease = ", lease_holder = NULL, lease_expires_us = NULL" if ending else ""
+    condition = " AND lease_holder = ?" if holder is not None else ""
     changed = tx.execute(
-        f"UPDATE restore_jobs SET state = ?, error = ?, updated_ts = ? "
-        f"WHERE id = ? AND state IN ({placeholders})",
-        (state, error, tx.catalog.clock(), job_id, *expect),
+        f"UPDATE restore_jobs SET state = ?, error = ?, updated_ts = ?{lease} "
+        f"WHERE id = ? AND state IN ({placeholders}){condition}",
+        (
+            state,
+            error,
+            tx.catalog.clock(),
+            job_id,
+            *expect,
+            *((holder,) if holder is not None else ()),
+        ),
     )
     if changed != 1:
-        current = tx.scalar("SELECT state FROM restore_jobs WHERE id = ?", (job_id,))
-        if current is None:
+        row = tx.one("SELECT state, lease_holder FROM restore_jobs WHERE id = ?", (job_id,))
+        if row is None:
             raise NotFound(f"restore job {job_id!r} does not exist")
+        if row["state"] in expect and holder is not None:
+            raise LeaseLost(
+                f"restore job {job_id}: this process no longer holds the job's lease "
+                f"(now {row['lease_holder'] or 'nobody'}); it changes nothing more"
+            )
         raise InvalidArgument(
-            f"restore job {job_id} is {current}; it cannot move to {state} "
+            f"restore job {job_id} is {row['state']}; it cannot move to {state} "
             f"(only from {', '.join(expect)})"
         )
 

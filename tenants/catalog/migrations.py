@@ -188,6 +188,16 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 (id, kind, max_ts, min_ts, byte_size, fingerprint)""",
         ],
     ),
+    (
+        "restore job leases: who runs a job, until when, and whether it was asked to stop",
+        [
+            # Wall-clock microseconds (the hosts' real time), never the catalog's
+            # commit clock: a backup restore may push that clock far ahead.
+            "ALTER TABLE restore_jobs ADD COLUMN lease_holder VARCHAR(255)",
+            "ALTER TABLE restore_jobs ADD COLUMN lease_expires_us BIGINT",
+            "ALTER TABLE restore_jobs ADD COLUMN stop_requested_us BIGINT",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
