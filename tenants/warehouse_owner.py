@@ -130,10 +130,10 @@ def claim_warehouse(
         return marker
     if not adopt:
         raise WarehouseOwned(
-            f"warehouse {objects.warehouse.uri} belongs to catalog {marker.owner} (its {MARKER} "
-            f"says so), not to catalog {me} ({catalog.uri}): check that --catalog and --warehouse "
-            f"belong together, or pass {ADOPT_HINT} to make catalog {me} its owner (GC then still "
-            f"never deletes objects of catalog {marker.owner}'s tenants)"
+            f"warehouse {objects.warehouse.uri} belongs to catalog {marker.owner}, not to "
+            f"catalog {me} ({catalog.uri}), as its {MARKER} says: check that --catalog and "
+            f"--warehouse belong together, or pass {ADOPT_HINT} to make catalog {me} its owner "
+            f"(GC then still never deletes objects of catalog {marker.owner}'s tenants)"
         )
     return _adopt(catalog, objects, me, marker)
 

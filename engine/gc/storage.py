@@ -22,7 +22,9 @@ class TableStorage:
     table: str
     objects: int
     bytes: int
-    history_only_bytes: int | None  # rows only snapshots / PITR still need (estimated); None: damaged
+    history_only_bytes: (
+        int | None
+    )  # rows only snapshots / PITR still need (estimated); None: damaged
     shared_bytes: int  # objects also referenced by another tenant's tables
 
 

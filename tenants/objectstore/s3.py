@@ -282,9 +282,11 @@ class S3ObjectStore:
             except Exception as e:
                 raise self._translate(e, prefix, "list the multipart uploads of") from e
             for upload in page.get("Uploads", []):
+                initiated = int(upload["Initiated"].timestamp() * 1e6)
+                last_part = self._last_part_us(upload["Key"], upload["UploadId"])
                 yield PartialWrite(
                     self.warehouse.relative(upload["Key"]),
-                    int(upload["Initiated"].timestamp() * 1e6),
+                    max(initiated, last_part or initiated),
                     upload["UploadId"],
                     "multipart",
                 )
@@ -294,6 +296,36 @@ class S3ObjectStore:
             upload_marker = page.get("NextUploadIdMarker")
             if not key_marker:
                 return
+
+    def _last_part_us(self, full_key: str, upload_id: str) -> int | None:
+        """When the upload's newest part was stored (None: no part yet).
+
+        An upload's age is its last activity, not its start: a large upload
+        still sending parts is in flight however long ago it began. (It also
+        keeps endpoints honest that report no real ``Initiated``; moto does not.)
+        """
+        from botocore.exceptions import ClientError
+
+        newest: int | None = None
+        marker = 0
+        while True:
+            try:
+                page = _retry(self._client.list_parts)(
+                    Bucket=self.warehouse.bucket,
+                    Key=full_key,
+                    UploadId=upload_id,
+                    PartNumberMarker=marker,
+                )
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code", "") in ("NoSuchUpload", "404"):
+                    return newest  # completed or aborted meanwhile
+                raise self._translate(e, self.warehouse.relative(full_key), "list parts of") from e
+            for part in page.get("Parts", []):
+                modified = int(part["LastModified"].timestamp() * 1e6)
+                newest = modified if newest is None else max(newest, modified)
+            if not page.get("IsTruncated"):
+                return newest
+            marker = int(page["NextPartNumberMarker"])
 
     def discard_partial(self, writes: Iterable[PartialWrite]) -> int:
         """Abort each upload; one already completed or aborted (NoSuchUpload) is skipped."""
