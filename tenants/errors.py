@@ -73,3 +73,11 @@ class ObjectMissing(StorageError):
 
 class CorruptObject(StorageError):
     """An object exists but cannot be read or does not match its record."""
+
+
+class ForeignWarehouse(RewindError):
+    """The warehouse holds data this catalog did not write; it is used only if adopted."""
+
+
+class WarehouseOwned(ForeignWarehouse):
+    """The warehouse's owner marker names another catalog."""

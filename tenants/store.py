@@ -48,6 +48,7 @@ from tenants.tenancy import (
 )
 from tenants.tenancy import create_tenant as _create_tenant
 from tenants.times import parse_instant
+from tenants.warehouse_owner import claim_warehouse
 from tenants.writes import WriteResult, write
 
 Reader = Literal["local", "spark"]
@@ -68,11 +69,27 @@ class TableStore:
         *,
         s3: S3Settings | None = None,
         clock: Clock = wall_clock_us,
+        adopt_warehouse: bool = False,
     ) -> TableStore:
-        return cls(
-            open_catalog(catalog_uri or default_catalog_uri(), clock),
-            open_object_store(warehouse_uri or default_warehouse_uri(), s3),
-        )
+        """Open the catalog (creating or migrating it) and the warehouse it owns.
+
+        The warehouse's owner marker is checked (and written, on first use):
+        a warehouse another catalog owns is refused unless ``adopt_warehouse``
+        makes this catalog its owner (tenants/warehouse_owner.py).
+
+        Raises:
+            WarehouseOwned: another catalog owns the warehouse.
+            ForeignWarehouse: the warehouse has no marker and holds data this
+                catalog never wrote, or it is a backup destination.
+        """
+        catalog = open_catalog(catalog_uri or default_catalog_uri(), clock)
+        try:
+            objects = open_object_store(warehouse_uri or default_warehouse_uri(), s3)
+            claim_warehouse(catalog, objects, adopt=adopt_warehouse)
+        except BaseException:
+            catalog.close()
+            raise
+        return cls(catalog, objects)
 
     def close(self) -> None:
         self.catalog.close()

@@ -44,7 +44,7 @@ from restore_helpers import (
 
 import tenants.objectstore.s3 as s3_module
 from engine.gc.collect import collect
-from engine.gc.orphans import SweepRefused, sweep_orphans
+from engine.gc.orphans import sweep_orphans
 from engine.gc.retention import purge_tenant
 from engine.gc.run import run_gc
 from engine.gc.storage import storage
@@ -52,7 +52,13 @@ from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import start_job
 from engine.restore.members import ObjectAction, PlanOutdated
 from engine.restore.plan import RestorePlan, plan_restore
-from tenants.errors import InvalidArgument, NotFound, UnprotectedTime
+from tenants.errors import (
+    ForeignWarehouse,
+    InvalidArgument,
+    NotFound,
+    UnprotectedTime,
+    WarehouseOwned,
+)
 from tenants.objectstore import open_object_store
 from tenants.store import TableStore
 
@@ -641,9 +647,9 @@ def test_sweep_refuses_a_warehouse_prefix_its_catalog_does_not_know(
     before = raw_bucket_keys(s3_server, bucket)
     wrong = TableStore(store.catalog, open_object_store(f"s3://{bucket}/other", s3_server.settings))
     for dry_run in (True, False):
-        with pytest.raises(SweepRefused, match="knows none of the 3 key"):
+        with pytest.raises(ForeignWarehouse, match="never wrote: 3 prefix"):
             sweep_orphans(wrong.catalog, wrong.objects, grace_us=0, dry_run=dry_run)
-    with pytest.raises(SweepRefused, match="check --warehouse and --catalog"):
+    with pytest.raises(ForeignWarehouse, match="check that --catalog and --warehouse"):
         short_gc(wrong, compact=False)
     assert raw_bucket_keys(s3_server, bucket) == before
 
@@ -656,16 +662,17 @@ def test_sweep_refuses_a_fresh_catalog_against_a_populated_warehouse(
     expected = reads(store, "a")
     at(24 * 30)
     before = raw_bucket_keys(s3_server, bucket)
-    fresh = TableStore.open(
-        f"sqlite:///{tmp_path / 'fresh.db'}",
-        f"s3://{bucket}/warehouse",
-        s3=s3_server.settings,
-        clock=clock,
-    )
+    uris = (f"sqlite:///{tmp_path / 'fresh.db'}", f"s3://{bucket}/warehouse")
+    with pytest.raises(WarehouseOwned, match="--adopt-warehouse"):
+        TableStore.open(*uris, s3=s3_server.settings, clock=clock)
+    # Even handed the warehouse directly, without the check at open, GC refuses.
+    from tenants.catalog import open_catalog
+
+    fresh = TableStore(open_catalog(uris[0], clock), store.objects)
     try:
-        with pytest.raises(SweepRefused, match="knows none of the 3 key"):
+        with pytest.raises(WarehouseOwned, match="belongs to catalog"):
             sweep_orphans(fresh.catalog, fresh.objects, grace_us=0, dry_run=False)
-        with pytest.raises(SweepRefused):
+        with pytest.raises(WarehouseOwned):
             short_gc(fresh)
     finally:
         fresh.close()

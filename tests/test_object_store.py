@@ -6,6 +6,7 @@ import hashlib
 import pickle
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -94,6 +95,29 @@ def test_delete_many_removes_keys_and_ignores_missing_ones(object_store: ObjectS
     object_store.delete_many(["d/1", "d/2"])  # deleting twice is not an error
     assert keys_under(object_store) == []
     assert object_store.delete_many([]) == 0
+
+
+def test_create_writes_only_if_absent_and_exactly_one_of_racing_creators_wins(
+    object_store: ObjectStore,
+) -> None:
+    bodies = [f"creator {n}".encode() for n in range(8)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        won = list(pool.map(lambda body: object_store.create("m/marker.json", body), bodies))
+    assert won.count(True) == 1
+    assert object_store.get("m/marker.json") == bodies[won.index(True)]
+    assert object_store.create("m/marker.json", b"late") is False
+    assert object_store.get("m/marker.json") == bodies[won.index(True)]
+    assert keys_under(object_store) == ["m/marker.json"]  # no temp file left behind
+    assert list(object_store.partial_writes("m/")) == []
+
+
+def test_children_are_the_directories_one_level_down(object_store: ObjectStore) -> None:
+    for key in ("t/a/1", "t/a/sub/2", "t/b/3", "t/file", "u/c/4", "top"):
+        object_store.put(key, b".")
+    assert list(object_store.children("t/")) == ["a", "b"]
+    assert list(object_store.children("t/a/")) == ["sub"]
+    assert list(object_store.children("")) == ["t", "u"]
+    assert list(object_store.children("nothing/")) == []
 
 
 @pytest.mark.parametrize(
@@ -300,3 +324,49 @@ def test_reading_a_deleted_object_raises_object_missing(written: tuple[ObjectSto
     store.delete_many([record.key])
     with pytest.raises(ObjectMissing, match=rf"{record.key} is missing"):
         read_object(store, record)
+
+
+# ---------------------------------------------------------------------------
+# Writes that never finished
+
+
+def test_file_temp_files_of_unfinished_writes_are_listed_by_target_and_removable(
+    tmp_path: Path,
+) -> None:
+    store = open_object_store(f"file://{tmp_path / 'wh'}")
+    store.put("tenants/t/x.parquet", b"done")
+    left = tmp_path / "wh" / "tenants" / "t" / ".y.parquet.4242.tmp"
+    left.write_bytes(b"half")
+    [write] = store.partial_writes("tenants/")
+    assert (write.key, write.kind, write.handle) == (
+        "tenants/t/y.parquet",
+        "temp",
+        "tenants/t/.y.parquet.4242.tmp",
+    )
+    assert keys_under(store) == ["tenants/t/x.parquet"]  # never listed as an object
+    assert list(store.partial_writes("staging/")) == []
+    with pytest.raises(StorageError, match="not a temp file"):
+        store.discard_partial([replace(write, handle="tenants/t/x.parquet")])
+    assert store.discard_partial([write]) == 1 and not left.exists()
+    assert store.discard_partial([write]) == 0  # already gone
+    assert keys_under(store) == ["tenants/t/x.parquet"]
+
+
+def test_s3_incomplete_multipart_uploads_are_listed_under_the_prefix_and_aborted(
+    s3_server: EmbeddedS3, bucket: str, s3_store: ObjectStore
+) -> None:
+    import boto3
+
+    client = boto3.client("s3", **s3_server.settings.to_boto3())
+    for key in ("warehouse/tenants/t/a.parquet", "warehouse/staging/j/b", "elsewhere/c"):
+        upload = client.create_multipart_upload(Bucket=bucket, Key=key)
+        client.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1, Body=b"x" * 10
+        )
+    found = list(s3_store.partial_writes("tenants/"))
+    assert [(w.key, w.kind) for w in found] == [("tenants/t/a.parquet", "multipart")]
+    assert abs(found[0].since_us - time.time() * 1e6) < 60e6  # the part's real upload time
+    assert s3_store.discard_partial(found) == 1
+    assert s3_store.discard_partial(found) == 0  # already aborted
+    left = {u["Key"] for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])}
+    assert left == {"warehouse/staging/j/b", "elsewhere/c"}

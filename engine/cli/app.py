@@ -90,6 +90,15 @@ def root(
             show_default=False,
         ),
     ] = None,
+    adopt_warehouse: Annotated[
+        bool,
+        typer.Option(
+            "--adopt-warehouse",
+            help="Make this catalog the owner of a warehouse another catalog owns (or that "
+            "holds data this catalog never wrote). GC still never deletes the other catalog's "
+            "objects.",
+        ),
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show the traceback of an error.")
     ] = False,
@@ -98,7 +107,9 @@ def root(
     ] = False,
 ) -> None:
     """Rewind: a multi-tenant table store on S3, with point-in-time reads."""
-    state = CliState(catalog, warehouse, verbose=verbose, json=json_output)
+    state = CliState(
+        catalog, warehouse, verbose=verbose, json=json_output, adopt_warehouse=adopt_warehouse
+    )
     ctx.obj = state
     ctx.call_on_close(state.close)
 

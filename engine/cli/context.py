@@ -29,12 +29,15 @@ class CliState:
     warehouse_uri: str | None = None
     verbose: bool = False
     json: bool = False
+    adopt_warehouse: bool = False  # --adopt-warehouse: take over a warehouse another catalog owns
     _store: TableStore | None = field(default=None, repr=False)
 
     def store(self) -> TableStore:
         """The store, opened (and its catalog created or migrated) on first use."""
         if self._store is None:
-            self._store = TableStore.open(self.catalog_uri, self.warehouse_uri)
+            self._store = TableStore.open(
+                self.catalog_uri, self.warehouse_uri, adopt_warehouse=self.adopt_warehouse
+            )
         return self._store
 
     def close(self) -> None:

@@ -1,4 +1,10 @@
-"""``rewind gc`` and ``rewind storage``."""
+"""``rewind gc`` and ``rewind storage``.
+
+Both carry on past a damaged object (missing, size or checksum mismatch,
+unreadable Parquet): they report every one (tenant, table, key, why), finish
+the rest of the work, and exit with status 3 (``EXIT_DAMAGED``) instead of 0,
+so a cron job or monitor notices. Nothing is deleted for being damaged.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +17,12 @@ from engine.cli import render
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.restore_render import human_bytes
 from engine.gc.collect import DEFAULT_GRACE_US
-from engine.gc.reclaim import DEFAULT_THRESHOLD
+from engine.gc.reclaim import DEFAULT_THRESHOLD, DamagedObject
 from engine.gc.run import GcReport, run_gc
 from engine.gc.storage import storage
 from tenants.times import format_duration, format_ts, parse_duration
+
+EXIT_DAMAGED = 3  # finished, but found damaged objects (reported, kept)
 
 
 def gc_cmd(
@@ -59,8 +67,26 @@ def gc_cmd(
     )
     if state.json:
         render.emit_json(gc_json(report))
+    else:
+        _print_gc(report)
+    _exit_if_damaged(report.damaged)
+
+
+def _exit_if_damaged(damaged: tuple[DamagedObject, ...]) -> None:
+    """End with a one-line error and ``EXIT_DAMAGED`` when damaged objects were found."""
+    if not damaged:
         return
-    _print_gc(report)
+    tables = sorted({(d.tenant, d.table) for d in damaged})
+    render.print_error(
+        f"{len(damaged)} damaged object(s) in {len(tables)} table(s), e.g. {damaged[0].tenant}/"
+        f"{damaged[0].table} {damaged[0].key}: kept, everything else was done; check them "
+        "(`rewind objects TENANT`) and restore the table or tenant from a snapshot or backup"
+    )
+    raise typer.Exit(EXIT_DAMAGED)
+
+
+def damaged_json(damaged: tuple[DamagedObject, ...]) -> list[dict[str, str]]:
+    return [{"tenant": d.tenant, "table": d.table, "key": d.key, "error": d.error} for d in damaged]
 
 
 def gc_json(report: GcReport) -> dict[str, Any]:
@@ -104,6 +130,19 @@ def gc_json(report: GcReport) -> dict[str, Any]:
         "orphans": [{"key": o.key, "bytes": o.size} for o in report.orphans.orphans],
         "orphans_too_young": report.orphans.too_young,
         "kept_not_ours": list(report.orphans.not_ours),
+        "catalog_id": report.catalog_id,
+        "kept_other_catalogs": {
+            "keys": report.orphans.foreign,
+            "tenant_ids": list(report.orphans.foreign_tenants),
+        },
+        "incomplete_writes": {
+            "multipart_uploads_aborted": report.partial.count("multipart"),
+            "temp_files_removed": report.partial.count("temp"),
+            "too_young": report.partial.too_young,
+            "not_ours": report.partial.not_ours,
+            "keys": [w.key for w in report.partial.stale],
+        },
+        "damaged": damaged_json(report.damaged),
         "seconds": report.seconds,
     }
 
@@ -150,6 +189,23 @@ def _print_gc(report: GcReport) -> None:
         )
     if report.orphans.too_young:
         render.say(f"kept {report.orphans.too_young} unknown key(s) younger than the grace period")
+    partial = report.partial
+    if partial.stale:
+        verb = "would abort/remove" if report.dry_run else "aborted/removed"
+        render.say(
+            f"{verb} {partial.count('multipart')} incomplete multipart upload(s) and "
+            f"{partial.count('temp')} temp file(s) of killed writers, older than the grace"
+        )
+    if partial.too_young:
+        render.say(f"kept {partial.too_young} incomplete write(s) younger than the grace period")
+    if report.orphans.foreign or partial.not_ours:
+        render.say(
+            f"kept {report.orphans.foreign} key(s) and {partial.not_ours} incomplete write(s) "
+            f"of {len(report.orphans.foreign_tenants)} tenant(s) this catalog "
+            f"({report.catalog_id}) never created: GC never deletes another catalog's keys"
+        )
+    for d in report.damaged:
+        render.say(f"damaged, kept, table not compacted: {d.tenant}/{d.table} {d.key}: {d.error}")
 
 
 def storage_cmd(
@@ -168,8 +224,10 @@ def storage_cmd(
                 "history_only_bytes": report.history_only_bytes,
                 "shared_bytes": report.shared_bytes,
                 "tables": [t.__dict__ for t in report.tables],
+                "damaged": damaged_json(report.damaged),
             }
         )
+        _exit_if_damaged(report.damaged)
         return
     table = Table(title=f"storage of {report.tenant}")
     for col in (
@@ -185,7 +243,7 @@ def storage_cmd(
             t.table,
             f"{t.objects:,}",
             human_bytes(t.bytes),
-            human_bytes(t.history_only_bytes),
+            "damaged" if t.history_only_bytes is None else human_bytes(t.history_only_bytes),
             human_bytes(t.shared_bytes),
         )
     table.add_row(
@@ -196,6 +254,9 @@ def storage_cmd(
         human_bytes(report.shared_bytes),
     )
     render.show(table)
+    for d in report.damaged:
+        render.say(f"damaged: {d.table} {d.key}: {d.error}")
+    _exit_if_damaged(report.damaged)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,11 @@ period. The order is crash-safe, as in checkpoint GC of streaming engines:
 3. one transaction drops the catalog rows.
 
 A rerun first finishes whatever ``gc_pending`` still holds.
+
+"Unreferenced longer than the grace" compares the commit ts at which the last
+membership ended (or the object was registered) with the wall clock, never
+with the commit clock, which a backup restore may push ahead
+(engine/gc/clocks.py).
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from engine.gc.clocks import aged, real_now
 from engine.gc.retention import PurgeResult, expire_retention
 from tenants.catalog import Catalog, Tx
 from tenants.objectstore import ObjectStore
-from tenants.protection import wall_now
 from tenants.times import US
 
 log = logging.getLogger(__name__)
@@ -50,7 +55,11 @@ class CollectReport:
 
 
 def find_garbage(tx: Tx, now: int, grace_us: int) -> list[Candidate]:
-    """Every object no one references or pins, unreferenced for longer than the grace."""
+    """Every object no one references or pins, unreferenced for longer than the grace.
+
+    ``now`` is the wall clock; ``since`` is a commit ts, never below the wall
+    clock of its commit, so ``now - since`` never overstates the real age.
+    """
     rows = tx.all(
         "SELECT o.id, o.object_key, o.byte_size, o.created_ts, MAX(m.removed_ts) AS last_ref, "
         "COUNT(m.object_id) AS memberships "
@@ -65,7 +74,7 @@ def find_garbage(tx: Tx, now: int, grace_us: int) -> list[Candidate]:
     found = []
     for row in rows:
         since = row["last_ref"] if row["last_ref"] is not None else row["created_ts"]
-        if since + grace_us <= now:
+        if aged(since, grace_us, now):
             reason = (
                 f"unreferenced since {since} by all {row['memberships']} table membership(s)"
                 if row["memberships"]
@@ -80,7 +89,7 @@ def collect(
 ) -> CollectReport:
     """Collect garbage objects; with ``dry_run`` (the default) only report them."""
     with catalog.transaction(rollback=dry_run) as tx:
-        now = wall_now(tx)
+        now = real_now(catalog)
         purged = expire_retention(tx)
         candidates = find_garbage(tx, now, grace_us)
         if not dry_run:

@@ -1,12 +1,18 @@
 """Orphan sweep: delete keys under the warehouse that the catalog never knew.
 
 Orphans come from writes that crashed between upload and commit, or from
-compactions that lost their swap. Only keys that are recognisably ours
-(``tenants/<id>/<id>/data|tomb/<id>.parquet``) and older than the grace period
-(by the store's last-modified time) are deleted; anything else is reported as
-kept. Outputs of unfinished restore jobs are known (their journal names
-them). If the catalog knows none of the keys listed, the warehouse prefix is
-probably wrong, and the sweep refuses to delete anything.
+compactions that lost their swap. A key is deleted only when all of these hold:
+
+- the catalog does not know it (objects, pending deletions, outputs of
+  unfinished restore jobs, whose journal names them);
+- it is recognisably an object key (``tenants/<id>/<id>/data|tomb/<id>.parquet``);
+- its tenant id is one this catalog minted (engine/gc/ownership.py): keys of
+  another catalog's tenants are kept and counted, even after an adoption;
+- its real age (the store's last-modified time against the wall clock, never
+  the catalog's commit clock: engine/gc/clocks.py) exceeds the grace.
+
+Anything else is reported as kept. The sweep lists only ``tenants/``: staging
+areas and the marker are never orphans.
 """
 
 from __future__ import annotations
@@ -14,18 +20,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from engine.gc.clocks import aged, real_now
+from engine.gc.ownership import Ownership, ownership
 from engine.restore.journal import ACTIVE_STATES
 from engine.restore.plan import RestorePlan
 from tenants.catalog import Catalog
-from tenants.errors import RewindError
 from tenants.objectstore import ObjectInfo, ObjectStore
-from tenants.protection import wall_now
 
-OUR_KEY = re.compile(r"tenants/[0-9a-f]{32}/[0-9a-f]{32}/(data|tomb)/[0-9a-f]{32}\.parquet")
-
-
-class SweepRefused(RewindError):
-    """The sweep will not delete: the listing does not look like this catalog's warehouse."""
+OUR_KEY = re.compile(
+    r"tenants/(?P<tenant>[0-9a-f]{32})/[0-9a-f]{32}/(data|tomb)/[0-9a-f]{32}\.parquet"
+)
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,9 @@ class OrphanReport:
     known: int
     orphans: tuple[ObjectInfo, ...]
     too_young: int
-    not_ours: tuple[str, ...]
+    not_ours: tuple[str, ...]  # keys not in our object-key pattern
+    foreign: int = 0  # object keys under tenant ids this catalog never created
+    foreign_tenants: tuple[str, ...] = ()
 
     @property
     def orphan_bytes(self) -> int:
@@ -57,48 +63,50 @@ def known_keys(catalog: Catalog) -> set[str]:
     return keys
 
 
-def check_prefix(store: ObjectStore, known: set[str]) -> None:
-    """Refuse to collect anything when the warehouse listing is not this catalog's."""
-    seen = 0
-    for info in store.list("tenants/"):
-        if info.key in known:
-            return
-        seen += 1
-        if seen >= 1000:
-            break
-    if seen:
-        raise SweepRefused(
-            f"gc refused: the catalog knows none of the first {seen} key(s) listed under "
-            f"{store.warehouse.uri}/tenants/; check --warehouse and --catalog belong together"
-        )
-
-
 def sweep_orphans(
-    catalog: Catalog, store: ObjectStore, *, grace_us: int, dry_run: bool = True
+    catalog: Catalog,
+    store: ObjectStore,
+    *,
+    grace_us: int,
+    dry_run: bool = True,
+    owner: Ownership | None = None,
 ) -> OrphanReport:
-    known = known_keys(catalog)
-    with catalog.snapshot() as tx:
-        now = wall_now(tx)
+    """Delete (or, in a dry run, list) our unknown object keys older than ``grace_us``.
+
+    Raises:
+        WarehouseOwned, ForeignWarehouse: the warehouse is not this catalog's.
+    """
+    owner = owner or ownership(catalog, store)
+    known = known_keys(catalog)  # after the ids: a key registered since is known
     listed = list(store.list("tenants/"))
-    hits = sum(1 for info in listed if info.key in known)
-    if listed and hits == 0:
-        raise SweepRefused(
-            f"orphan sweep refused: the catalog knows none of the {len(listed)} key(s) listed under "
-            f"{store.warehouse.uri}/tenants/ (e.g. {listed[0].key}); check --warehouse and --catalog "
-            "belong together"
-        )
+    now = real_now(catalog)  # after listing: no key can look younger than it is
     orphans = []
     too_young = 0
     not_ours = []
+    foreign: dict[str, int] = {}
+    hits = 0
     for info in listed:
         if info.key in known:
+            hits += 1
             continue
-        if not OUR_KEY.fullmatch(info.key):
+        match = OUR_KEY.fullmatch(info.key)
+        if match is None:
             not_ours.append(info.key)
-        elif info.last_modified_us + grace_us > now:
+        elif match["tenant"] not in owner.tenant_ids:
+            foreign[match["tenant"]] = foreign.get(match["tenant"], 0) + 1
+        elif not aged(info.last_modified_us, grace_us, now):
             too_young += 1
         else:
             orphans.append(info)
     if not dry_run and orphans:
         store.delete_many(o.key for o in orphans)
-    return OrphanReport(dry_run, len(listed), hits, tuple(orphans), too_young, tuple(not_ours))
+    return OrphanReport(
+        dry_run,
+        len(listed),
+        hits,
+        tuple(orphans),
+        too_young,
+        tuple(not_ours),
+        sum(foreign.values()),
+        tuple(sorted(foreign)),
+    )

@@ -5,16 +5,25 @@ compaction is what rewrites the objects without them. GC asks, per live table
 of every active tenant, what fraction of stored rows full compaction would
 drop, and runs it where that fraction reaches a threshold. Measuring reads
 every object of the table (its keys and ``__ts``), so it costs a scan.
+
+One damaged object (missing, size or checksum mismatch, unreadable Parquet)
+does not stop the scan: its table is reported as not measured, naming the
+tenant, table and key, is never compacted, and the other tables go on. GC
+never deletes an object for being damaged: it is still referenced, and the
+operator decides (restore the tenant, or the object from a backup).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from tenants.catalog import Catalog
 from tenants.compaction import CompactionResult, compact_table
+from tenants.errors import CorruptObject, ObjectMissing
 from tenants.object_io import read_object
-from tenants.objects import ObjectRecord, live_objects
+from tenants.objects import ObjectKind, ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
 from tenants.protection import Protection, protection
 from tenants.retention import keep_masks
@@ -24,12 +33,23 @@ DEFAULT_THRESHOLD = 0.2
 
 
 @dataclass(frozen=True)
+class DamagedObject:
+    """An object that could not be read back as its catalog record says."""
+
+    tenant: str
+    table: str  # database.table
+    key: str
+    error: str
+
+
+@dataclass(frozen=True)
 class Reclaimable:
     tenant: str
     table: TableRecord
     rows: int
     reclaimable_rows: int
     reclaimable_bytes: int  # estimated from each object's bytes per row
+    damaged: tuple[DamagedObject, ...] = ()  # non-empty: not measured (reclaimable 0)
 
     @property
     def fraction(self) -> float:
@@ -43,8 +63,14 @@ def measure(
     objects: list[ObjectRecord],
     guard: Protection,
 ) -> Reclaimable:
-    """Rows (and estimated bytes) of ``objects`` that ``guard``'s protected times do not need."""
-    loaded = [(o.kind, read_object(store, o)) for o in objects]
+    """Rows (and estimated bytes) of ``objects`` that ``guard``'s protected times do not need.
+
+    A table with a damaged object is not measured: which versions its other
+    objects may drop depends on the rows the damaged one holds.
+    """
+    loaded, damaged = read_checked(store, tenant, table, objects)
+    if damaged:
+        return Reclaimable(tenant, table, sum(o.rows for o in objects), 0, 0, tuple(damaged))
     masks = keep_masks(loaded, table.schema, guard)
     rows = dropped = size = 0
     for record, mask in zip(objects, masks, strict=True):
@@ -53,6 +79,20 @@ def measure(
         dropped += gone
         size += record.bytes * gone // max(1, record.rows)
     return Reclaimable(tenant, table, rows, dropped, size)
+
+
+def read_checked(
+    store: ObjectStore, tenant: str, table: TableRecord, objects: list[ObjectRecord]
+) -> tuple[list[tuple[ObjectKind, pa.Table]], list[DamagedObject]]:
+    """Each object's rows, or why it could not be read (missing, size, checksum, Parquet)."""
+    loaded: list[tuple[ObjectKind, pa.Table]] = []
+    damaged: list[DamagedObject] = []
+    for o in objects:
+        try:
+            loaded.append((o.kind, read_object(store, o)))
+        except (CorruptObject, ObjectMissing) as e:
+            damaged.append(DamagedObject(tenant, table.qualified, o.key, e.message))
+    return loaded, damaged
 
 
 def scan(catalog: Catalog, store: ObjectStore) -> list[Reclaimable]:
@@ -76,10 +116,23 @@ def compact_reclaimable(
     found: list[Reclaimable],
     *,
     threshold: float = DEFAULT_THRESHOLD,
-) -> list[tuple[Reclaimable, CompactionResult]]:
-    """Full-compact the tables whose reclaimable fraction reaches ``threshold``."""
-    return [
-        (item, compact_table(catalog, store, item.table, full=True))
-        for item in found
-        if item.reclaimable_rows and item.fraction >= threshold
-    ]
+) -> tuple[list[tuple[Reclaimable, CompactionResult]], list[DamagedObject]]:
+    """Full-compact the tables whose reclaimable fraction reaches ``threshold``.
+
+    A table whose compaction meets a damaged object (damaged since it was
+    measured) is skipped and reported; the others are compacted.
+    """
+    done: list[tuple[Reclaimable, CompactionResult]] = []
+    damaged: list[DamagedObject] = []
+    for item in found:
+        if not item.reclaimable_rows or item.fraction < threshold:
+            continue
+        try:
+            done.append((item, compact_table(catalog, store, item.table, full=True)))
+        except (CorruptObject, ObjectMissing) as e:
+            # Which object? Read them all again, one by one (only on this rare path).
+            with catalog.snapshot() as tx:
+                objects = live_objects(tx, item.table.id)
+            broken = read_checked(store, item.tenant, item.table, objects)[1]
+            damaged += broken or [DamagedObject(item.tenant, item.table.qualified, "", e.message)]
+    return done, damaged

@@ -6,12 +6,19 @@ its unshared objects collectable after the grace period. Objects it shares
 with other tenants stay: GC counts references per (table, object), across
 tenants. A dropped table is released the same way once no protected time of
 its tenant is older than its drop.
+
+Retention is a promise in real time ("kept for 7 days"), so ``retain_until``
+(a commit ts plus the retention) is compared with the wall clock, never with
+the commit clock a backup restore may have pushed ahead (engine/gc/clocks.py);
+the memberships a purge ends are stamped on the commit clock, like every
+other change.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.gc.clocks import real_now
 from tenants.catalog import Catalog, Tx
 from tenants.errors import InvalidArgument
 from tenants.protection import protection, wall_now
@@ -63,14 +70,15 @@ def purge_tenant(catalog: Catalog, ref: str) -> PurgeResult:
 
 def expire_retention(tx: Tx) -> list[PurgeResult]:
     """Purge every dropped tenant past ``retain_until``; release long-dropped tables."""
-    now = wall_now(tx)
+    now = wall_now(tx)  # commit-clock "now": the ts memberships end at
+    expired_before = real_now(tx.catalog)  # retention is real time
     results = []
     rows = tx.all(
         "SELECT * FROM tenants WHERE state = 'dropped' AND purged_ts IS NULL "
         "AND retain_until IS NOT NULL AND retain_until < ? AND id NOT IN "
         "(SELECT source_tenant_id FROM restore_jobs WHERE state IN "
         "('planned', 'rewriting', 'verifying', 'installing', 'failed'))",
-        (now,),
+        (expired_before,),
     )
     for row in rows:
         results.append(purge_tenant_tx(tx, TenantRecord.from_row(row), now))

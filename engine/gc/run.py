@@ -4,7 +4,13 @@ Order matters: full compaction first (its replaced objects then age through
 the grace period like any other), object collection next, the orphan sweep
 last. Destructive by request only: ``dry_run`` defaults to True, and a grace
 shorter than an hour needs ``allow_short_grace``, as delta-rs's vacuum does.
-Unknown keys (orphans) wait 24 h by default, as DESIGN.md says.
+Unknown keys (orphans), temp files and incomplete uploads wait 24 h by
+default, as DESIGN.md says, measured by their real age.
+
+Before anything is collected GC checks that the warehouse is this catalog's
+(its owner marker) and reads which tenant ids this catalog minted; it deletes
+only keys under those (engine/gc/ownership.py). Damaged objects do not stop
+it: they are reported in ``damaged`` and never deleted for it.
 """
 
 from __future__ import annotations
@@ -13,8 +19,16 @@ import time
 from dataclasses import dataclass, field
 
 from engine.gc.collect import DEFAULT_GRACE_US, CollectReport, collect
-from engine.gc.orphans import OrphanReport, check_prefix, known_keys, sweep_orphans
-from engine.gc.reclaim import DEFAULT_THRESHOLD, Reclaimable, compact_reclaimable, scan
+from engine.gc.orphans import OrphanReport, sweep_orphans
+from engine.gc.ownership import ownership
+from engine.gc.partial import PartialReport, sweep_partial_writes
+from engine.gc.reclaim import (
+    DEFAULT_THRESHOLD,
+    DamagedObject,
+    Reclaimable,
+    compact_reclaimable,
+    scan,
+)
 from tenants.compaction import CompactionResult
 from tenants.errors import InvalidArgument
 from tenants.store import TableStore
@@ -30,6 +44,9 @@ class GcReport:
     compacted: tuple[tuple[Reclaimable, CompactionResult], ...]
     collected: CollectReport
     orphans: OrphanReport
+    partial: PartialReport
+    catalog_id: str
+    damaged: tuple[DamagedObject, ...] = ()  # reported, kept, and their tables not compacted
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -60,14 +77,16 @@ def run_gc(
     if not 0 < threshold <= 1:
         raise InvalidArgument(f"compaction threshold must be in (0, 1], got {threshold}")
     seconds: dict[str, float] = {}
-    check_prefix(store.objects, known_keys(store.catalog))  # before anything is collected
+    owner = ownership(store.catalog, store.objects)  # before anything is collected
     clock = time.perf_counter()
     found = scan(store.catalog, store.objects) if compact else []
-    compacted = (
-        []
-        if dry_run
-        else compact_reclaimable(store.catalog, store.objects, found, threshold=threshold)
-    )
+    damaged = [d for item in found for d in item.damaged]
+    compacted: list[tuple[Reclaimable, CompactionResult]] = []
+    if not dry_run:
+        compacted, failed = compact_reclaimable(
+            store.catalog, store.objects, found, threshold=threshold
+        )
+        damaged += failed
     seconds["compact"] = time.perf_counter() - clock
     clock = time.perf_counter()
     collected = collect(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
@@ -78,6 +97,24 @@ def run_gc(
         store.objects,
         grace_us=max(grace_us, orphan_grace_us),
         dry_run=dry_run,
+        owner=owner,
     )  # known keys read again: compaction above registered new objects
+    partial = sweep_partial_writes(
+        store.catalog,
+        store.objects,
+        grace_us=max(grace_us, orphan_grace_us),
+        owner=owner,
+        dry_run=dry_run,
+    )
     seconds["orphans"] = time.perf_counter() - clock
-    return GcReport(dry_run, tuple(found), tuple(compacted), collected, orphans, seconds)
+    return GcReport(
+        dry_run,
+        tuple(found),
+        tuple(compacted),
+        collected,
+        orphans,
+        partial,
+        owner.catalog_id,
+        tuple(damaged),
+        seconds,
+    )

@@ -1,10 +1,15 @@
-"""Where a tenant's bytes go: live, held only by history, shared with other tenants."""
+"""Where a tenant's bytes go: live, held only by history, shared with other tenants.
+
+Live and shared bytes come from the catalog; "held only by history" reads the
+objects. A damaged object leaves its table's history bytes unmeasured (None)
+and is listed in the report; the other tables are measured as usual.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.gc.reclaim import measure
+from engine.gc.reclaim import DamagedObject, measure
 from tenants.catalog import Catalog
 from tenants.objects import live_objects
 from tenants.objectstore import ObjectStore
@@ -17,7 +22,9 @@ class TableStorage:
     table: str
     objects: int
     bytes: int
-    history_only_bytes: int  # rows only snapshots / the PITR window still need (estimated)
+    history_only_bytes: (
+        int | None
+    )  # rows only snapshots / PITR still need (estimated); None: damaged
     shared_bytes: int  # objects also referenced by another tenant's tables
 
 
@@ -25,6 +32,7 @@ class TableStorage:
 class StorageReport:
     tenant: str
     tables: tuple[TableStorage, ...]
+    damaged: tuple[DamagedObject, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -32,7 +40,8 @@ class StorageReport:
 
     @property
     def history_only_bytes(self) -> int:
-        return sum(t.history_only_bytes for t in self.tables)
+        """Of the tables that could be measured."""
+        return sum(t.history_only_bytes or 0 for t in self.tables)
 
     @property
     def shared_bytes(self) -> int:
@@ -59,12 +68,13 @@ def storage(catalog: Catalog, store: ObjectStore, tenant: str) -> StorageReport:
             }
             work.append((table, objects, shared))
     result = []
+    damaged: list[DamagedObject] = []
     for table, objects, shared in work:
-        history = (
-            measure(store, record.name, table, objects, now_only).reclaimable_bytes
-            if objects
-            else 0
-        )
+        history: int | None = 0
+        if objects:
+            measured = measure(store, record.name, table, objects, now_only)
+            damaged += measured.damaged
+            history = None if measured.damaged else measured.reclaimable_bytes
         result.append(
             TableStorage(
                 table.qualified,
@@ -74,4 +84,4 @@ def storage(catalog: Catalog, store: ObjectStore, tenant: str) -> StorageReport:
                 sum(o.bytes for o in objects if o.id in shared),
             )
         )
-    return StorageReport(record.ref, tuple(result))
+    return StorageReport(record.ref, tuple(result), tuple(damaged))

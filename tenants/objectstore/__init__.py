@@ -1,5 +1,5 @@
 """The object store seam: immutable objects under a warehouse, by scheme."""
 
-from tenants.objectstore.base import ObjectInfo, ObjectStore, open_object_store
+from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite, open_object_store
 
-__all__ = ["ObjectInfo", "ObjectStore", "open_object_store"]
+__all__ = ["ObjectInfo", "ObjectStore", "PartialWrite", "open_object_store"]

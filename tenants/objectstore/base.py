@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from tenants.config import S3Settings, Warehouse
 
@@ -23,6 +23,22 @@ class ObjectInfo:
     last_modified_us: int
 
 
+@dataclass(frozen=True)
+class PartialWrite:
+    """A write that never finished: an S3 multipart upload, or a ``file://`` temp file.
+
+    ``key`` is the warehouse-relative key the write was for; ``since_us`` is when
+    the upload was initiated (S3) or the temp file last written (file://), by the
+    store's clock; ``handle`` names it for :meth:`ObjectStore.discard_partial`
+    (the upload id, or the temp file's relative path).
+    """
+
+    key: str
+    since_us: int
+    handle: str
+    kind: Literal["multipart", "temp"]
+
+
 class ObjectStore(Protocol):
     """Control and data operations on one warehouse."""
 
@@ -30,15 +46,34 @@ class ObjectStore(Protocol):
 
     def put(self, key: str, data: bytes) -> None: ...
 
+    def create(self, key: str, data: bytes) -> bool:
+        """Write ``key`` only if it does not exist; False (nothing written) if it does.
+
+        Atomic against a concurrent ``create`` of the same key: exactly one wins.
+        """
+        ...
+
     def get(self, key: str) -> bytes: ...
 
     def head(self, key: str) -> ObjectInfo: ...
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]: ...
 
+    def children(self, prefix: str) -> Iterator[str]:
+        """Names of the "directories" directly under ``prefix`` (which ends with ``/``)."""
+        ...
+
     def copy(self, source_key: str, dest_key: str) -> None: ...
 
     def delete_many(self, keys: Iterable[str]) -> int: ...
+
+    def partial_writes(self, prefix: str) -> Iterator[PartialWrite]:
+        """Unfinished writes whose key starts with ``prefix``."""
+        ...
+
+    def discard_partial(self, writes: Iterable[PartialWrite]) -> int:
+        """Abort uploads / remove temp files; ones already gone are not counted."""
+        ...
 
 
 def open_object_store(uri: str, s3: S3Settings | None = None) -> ObjectStore:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, StorageError
-from tenants.objectstore.base import ObjectInfo
+from tenants.objectstore.base import ObjectInfo, PartialWrite
+
+# ``.<name>.<tag>.tmp`` beside ``<name>``: what put/create write before the rename
+# (tag = the writer's pid, plus a random suffix for create). A writer killed in
+# between leaves one behind; GC finds them by this pattern.
+TEMP_FILE = re.compile(r"\.(?P<name>.+)\.(?P<tag>[0-9A-Za-z_-]+)\.tmp")
 
 
 class LocalObjectStore:
@@ -35,6 +42,34 @@ class LocalObjectStore:
         except OSError as e:
             raise StorageError(f"cannot write {self.warehouse.uri}/{key}: {e}") from e
 
+    def create(self, key: str, data: bytes) -> bool:
+        """Write ``key`` unless it exists: the bytes go to a temp file that is then
+        hard-linked into place, which fails atomically if the name is taken, so a
+        reader never sees a partial object and exactly one racing creator wins."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            tmp.write_bytes(data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError:
+                # No hard links here (some network filesystems): O_EXCL still decides
+                # the race, at the price of a reader possibly seeing a partial file.
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    return False
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+            return True
+        except OSError as e:
+            raise StorageError(f"cannot create {self.warehouse.uri}/{key}: {e}") from e
+        finally:
+            tmp.unlink(missing_ok=True)
+
     def get(self, key: str) -> bytes:
         try:
             return self._path(key).read_bytes()
@@ -50,21 +85,36 @@ class LocalObjectStore:
             raise ObjectMissing(f"object {self.warehouse.uri}/{key} is missing") from e
         return ObjectInfo(key, stat.st_size, stat.st_mtime_ns // 1000)
 
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+    def _walk(self, prefix: str) -> Iterator[tuple[Path, list[str]]]:
         # S3 semantics: "a" matches "a/1" and "ab/4"; walk from the prefix's directory.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self._path(directory) if directory else self.root
         if not start.is_dir():
             return
         for dirpath, _, files in os.walk(start):
-            for name in sorted(files):
+            yield Path(dirpath), sorted(files)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        for directory, files in self._walk(prefix):
+            for name in files:
                 if name.startswith("."):
-                    continue
-                full = Path(dirpath) / name
+                    continue  # temp files of writes in flight (see partial_writes)
+                full = directory / name
                 key = full.relative_to(self.root).as_posix()
                 if key.startswith(prefix):
-                    stat = full.stat()
+                    try:
+                        stat = full.stat()
+                    except FileNotFoundError:
+                        continue  # deleted while we walked
                     yield ObjectInfo(key, stat.st_size, stat.st_mtime_ns // 1000)
+
+    def children(self, prefix: str) -> Iterator[str]:
+        directory = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        if not directory.is_dir():
+            return
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.is_dir() and not entry.name.startswith("."):
+                yield entry.name
 
     def copy(self, source_key: str, dest_key: str) -> None:
         self.put(dest_key, self.get(source_key))
@@ -78,3 +128,36 @@ class LocalObjectStore:
             except FileNotFoundError:
                 pass
         return deleted
+
+    def partial_writes(self, prefix: str) -> Iterator[PartialWrite]:
+        """Temp files of writers that never renamed them into place (killed mid-put)."""
+        for directory, files in self._walk(prefix):
+            for name in files:
+                match = TEMP_FILE.fullmatch(name)
+                if match is None:
+                    continue
+                full = directory / name
+                key = (directory / match["name"]).relative_to(self.root).as_posix()
+                if not key.startswith(prefix):
+                    continue
+                try:
+                    stat = full.stat()
+                except FileNotFoundError:
+                    continue  # its writer renamed it into place while we walked
+                handle = full.relative_to(self.root).as_posix()
+                yield PartialWrite(key, stat.st_mtime_ns // 1000, handle, "temp")
+
+    def discard_partial(self, writes: Iterable[PartialWrite]) -> int:
+        removed = 0
+        for write in writes:
+            # Only ever a temp file of ours: never an object, whatever the caller passes.
+            if write.kind != "temp" or not TEMP_FILE.fullmatch(Path(write.handle).name):
+                raise StorageError(f"{write.handle!r} is not a temp file of this store")
+            try:
+                self._path(write.handle).unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise StorageError(f"cannot remove {self.warehouse.uri}/{write.handle}: {e}") from e
+        return removed

@@ -24,7 +24,7 @@ from tenacity import (
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, StorageError, TransientError
-from tenants.objectstore.base import ObjectInfo
+from tenants.objectstore.base import ObjectInfo, PartialWrite
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,9 @@ RETRYABLE_CODES = frozenset(
     }
 )
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+# A conditional write lost: the key exists (412), or another conditional write
+# of it is in flight (409, S3 asks to retry; the caller re-reads instead).
+CONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 MAX_ATTEMPTS = 5
 DELETE_BATCH = 1000
 
@@ -144,6 +147,31 @@ class S3ObjectStore:
         except OSError as e:
             raise self._translate(e, key, "write") from e
 
+    def create(self, key: str, data: bytes) -> bool:
+        """One conditional PUT (``If-None-Match: *``): S3 lets exactly one racing
+        creator win. An endpoint without conditional writes (``NotImplemented``)
+        falls back to HEAD-then-PUT; callers read the object back to detect a lost race."""
+        try:
+            _retry(self._client.put_object)(
+                Bucket=self.warehouse.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
+            )
+            return True
+        except Exception as e:
+            from botocore.exceptions import ClientError
+
+            code = e.response.get("Error", {}).get("Code", "") if isinstance(e, ClientError) else ""
+            if code in CONDITION_CODES:
+                return False
+            if code != "NotImplemented":
+                raise self._translate(e, key, "create") from e
+        try:
+            self.head(key)
+            return False
+        except ObjectMissing:
+            pass
+        self.put(key, data)
+        return True
+
     def get(self, key: str) -> bytes:
         try:
             # A random-access file reads the whole object in one GET; a stream would
@@ -188,6 +216,30 @@ class S3ObjectStore:
                 return
             token = page["NextContinuationToken"]
 
+    def children(self, prefix: str) -> Iterator[str]:
+        """Common prefixes one level under ``prefix`` (a delimited listing: one
+        request per 1,000 names, however many keys lie below them)."""
+        full = self._full(prefix.rstrip("/")) + "/" if prefix.strip("/") else self._full("")
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "Bucket": self.warehouse.bucket,
+                "Prefix": full,
+                "Delimiter": "/",
+                "MaxKeys": 1000,
+            }
+            if token:
+                kwargs["ContinuationToken"] = token
+            try:
+                page = _retry(self._client.list_objects_v2)(**kwargs)
+            except Exception as e:
+                raise self._translate(e, prefix, "list") from e
+            for item in page.get("CommonPrefixes", []):
+                yield item["Prefix"][len(full) :].rstrip("/")
+            if not page.get("IsTruncated"):
+                return
+            token = page["NextContinuationToken"]
+
     def copy(self, source_key: str, dest_key: str) -> None:
         try:
             _retry(self._client.copy_object)(
@@ -210,6 +262,90 @@ class S3ObjectStore:
         if batch:
             deleted += self._delete_batch(batch)
         return deleted
+
+    def partial_writes(self, prefix: str) -> Iterator[PartialWrite]:
+        """Incomplete multipart uploads under ``prefix`` (ListMultipartUploads, paged)."""
+        key_marker: str | None = None
+        upload_marker: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "Bucket": self.warehouse.bucket,
+                "Prefix": self._full(prefix),
+                "MaxUploads": 1000,
+            }
+            if key_marker:
+                kwargs["KeyMarker"] = key_marker
+                if upload_marker:
+                    kwargs["UploadIdMarker"] = upload_marker
+            try:
+                page = _retry(self._client.list_multipart_uploads)(**kwargs)
+            except Exception as e:
+                raise self._translate(e, prefix, "list the multipart uploads of") from e
+            for upload in page.get("Uploads", []):
+                initiated = int(upload["Initiated"].timestamp() * 1e6)
+                last_part = self._last_part_us(upload["Key"], upload["UploadId"])
+                yield PartialWrite(
+                    self.warehouse.relative(upload["Key"]),
+                    max(initiated, last_part or initiated),
+                    upload["UploadId"],
+                    "multipart",
+                )
+            if not page.get("IsTruncated"):
+                return
+            key_marker = page.get("NextKeyMarker")
+            upload_marker = page.get("NextUploadIdMarker")
+            if not key_marker:
+                return
+
+    def _last_part_us(self, full_key: str, upload_id: str) -> int | None:
+        """When the upload's newest part was stored (None: no part yet).
+
+        An upload's age is its last activity, not its start: a large upload
+        still sending parts is in flight however long ago it began. (It also
+        keeps endpoints honest that report no real ``Initiated``; moto does not.)
+        """
+        from botocore.exceptions import ClientError
+
+        newest: int | None = None
+        marker = 0
+        while True:
+            try:
+                page = _retry(self._client.list_parts)(
+                    Bucket=self.warehouse.bucket,
+                    Key=full_key,
+                    UploadId=upload_id,
+                    PartNumberMarker=marker,
+                )
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code", "") in ("NoSuchUpload", "404"):
+                    return newest  # completed or aborted meanwhile
+                raise self._translate(e, self.warehouse.relative(full_key), "list parts of") from e
+            for part in page.get("Parts", []):
+                modified = int(part["LastModified"].timestamp() * 1e6)
+                newest = modified if newest is None else max(newest, modified)
+            if not page.get("IsTruncated"):
+                return newest
+            marker = int(page["NextPartNumberMarker"])
+
+    def discard_partial(self, writes: Iterable[PartialWrite]) -> int:
+        """Abort each upload; one already completed or aborted (NoSuchUpload) is skipped."""
+        from botocore.exceptions import ClientError
+
+        aborted = 0
+        for write in writes:
+            if write.kind != "multipart":
+                raise StorageError(f"{write.handle!r} is not a multipart upload of this store")
+            try:
+                _retry(self._client.abort_multipart_upload)(
+                    Bucket=self.warehouse.bucket, Key=self._full(write.key), UploadId=write.handle
+                )
+                aborted += 1
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code", "") not in ("NoSuchUpload", "404"):
+                    raise self._translate(e, write.key, "abort the upload of") from e
+            except Exception as e:
+                raise self._translate(e, write.key, "abort the upload of") from e
+        return aborted
 
     def _delete_batch(self, keys: builtins.list[str]) -> int:
         """One DeleteObjects request, resending only keys S3 reported as throttled.
