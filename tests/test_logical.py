@@ -47,6 +47,7 @@ from restore_helpers import (
     with_objects,
 )
 
+from engine.gc.run import run_gc
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import (
     FORMAT,
@@ -476,6 +477,8 @@ def test_logical_restore_is_journaled_and_a_crash_anywhere_resumes_to_the_same_r
             cancel_restore(store, job_id)
         # The dump in staging/ is left for GC (the process died before deleting it).
         assert warehouse_keys(store, staging_root(job_id) + "/") != {}
+        run_gc(store, dry_run=False, grace_us=0, orphan_grace_us=0, allow_short_grace=True)
+        assert warehouse_keys(store, staging_root(job_id) + "/") == {}
         assert reads(store, target) == AT_MON
         return
     job_id = only_unfinished_job(store)

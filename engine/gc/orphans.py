@@ -11,8 +11,10 @@ compactions that lost their swap. A key is deleted only when all of these hold:
 - its real age (the store's last-modified time against the wall clock, never
   the catalog's commit clock: engine/gc/clocks.py) exceeds the grace.
 
-Anything else is reported as kept. The sweep lists only ``tenants/``: staging
-areas and the marker are never orphans.
+Anything else is reported as kept. Under ``staging/<job id>/`` (a logical
+restore's dump) a key is an orphan once its job is done or cancelled and the
+grace has passed: a process that died right after the swap leaves its dump
+there. The marker is never an orphan.
 """
 
 from __future__ import annotations
@@ -63,6 +65,14 @@ def known_keys(catalog: Catalog) -> set[str]:
     return keys
 
 
+def active_job_ids(catalog: Catalog) -> set[str]:
+    """Restore jobs still running or resumable: their staging dumps are in use."""
+    marks = ", ".join("?" for _ in ACTIVE_STATES)
+    with catalog.snapshot() as tx:
+        rows = tx.all(f"SELECT id FROM restore_jobs WHERE state IN ({marks})", ACTIVE_STATES)
+    return {str(r["id"]) for r in rows}
+
+
 def sweep_orphans(
     catalog: Catalog,
     store: ObjectStore,
@@ -78,7 +88,14 @@ def sweep_orphans(
     """
     owner = owner or ownership(catalog, store)
     known = known_keys(catalog)  # after the ids: a key registered since is known
+    running = active_job_ids(catalog)
     listed = list(store.list("tenants/"))
+    listed += [
+        info
+        for info in store.list("staging/")
+        if info.key.split("/", 2)[1] in owner.job_ids
+        and info.key.split("/", 2)[1] not in running
+    ]
     now = real_now(catalog)  # after listing: no key can look younger than it is
     orphans = []
     too_young = 0
@@ -90,7 +107,12 @@ def sweep_orphans(
             hits += 1
             continue
         match = OUR_KEY.fullmatch(info.key)
-        if match is None:
+        if info.key.startswith("staging/"):  # a finished job's leftover dump
+            if aged(info.last_modified_us, grace_us, now):
+                orphans.append(info)
+            else:
+                too_young += 1
+        elif match is None:
             not_ours.append(info.key)
         elif match["tenant"] not in owner.tenant_ids:
             foreign[match["tenant"]] = foreign.get(match["tenant"], 0) + 1

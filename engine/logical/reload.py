@@ -146,11 +146,16 @@ def _load(
 
 
 def discard_staging(store: TableStore, staging_id: str) -> None:
-    """Forget a staging tenant and delete the objects it wrote (nothing else shares them)."""
-    with store.catalog.transaction() as tx:
-        wipe_staging(tx, store.objects, staging_id)
+    """Delete the objects a staging tenant wrote (nothing else shares them), then forget it.
+
+    Objects first: a crash between the two leaves the staging row, which a rerun
+    or ``tenant purge`` discards again; the other order would leave keys under a
+    tenant id no catalog row names, which GC never deletes.
+    """
     prefix = f"tenants/{staging_id}/"
     store.objects.delete_many(info.key for info in store.objects.list(prefix))
+    with store.catalog.transaction() as tx:
+        wipe_staging(tx, store.objects, staging_id)
 
 
 def discard_abandoned_staging(store: TableStore, ref: str) -> TenantRecord:
