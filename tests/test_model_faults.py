@@ -4,8 +4,10 @@ Hypothesis generates interleavings on one warehouse: writes and snapshots of
 a tenant, restores of it (physical and logical, in place and as clones), each
 possibly killed at a chosen catalog statement (inside its transaction or right
 after its commit), then resumed or cancelled from a second "process" (another
-TableStore on the same catalog file), GC passes with no grace at all, and
-backup restores killed mid-load and rerun. A kill is ``SimulatedCrash``, a
+TableStore on the same catalog file), GC passes with no grace at all,
+backup restores killed mid-load and rerun, and a second deployment's catalog
+on the same warehouse (refused, or adopting it, writing and running its own GC
+before this one adopts it back). A kill is ``SimulatedCrash``, a
 BaseException no handler of the code under test catches, so the journal is
 left exactly as a dead process leaves it.
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 from restore_helpers import FaultyCatalog, SimulatedCrash, catalog_rows, with_catalog
@@ -38,6 +41,7 @@ from engine.restore.job import AlreadyInstalled, cancel_restore, restore_tenant,
 from engine.restore.journal import RestoreInProgress
 from tenants import objects, writes
 from tenants.embedded_s3 import EmbeddedS3
+from tenants.errors import WarehouseOwned
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 
@@ -102,7 +106,14 @@ class BackupRestore:
     killed: bool
 
 
-Op = Write | Snapshot | Compact | Restore | Finish | Gc | BackupRestore
+@dataclass(frozen=True)
+class SecondCatalog:
+    """Another deployment's catalog pointed at the same warehouse."""
+
+    adopt: bool
+
+
+Op = Write | Snapshot | Compact | Restore | Finish | Gc | BackupRestore | SecondCatalog
 
 write_ops = st.builds(
     Write,
@@ -130,6 +141,7 @@ ops = st.one_of(
     finishes,
     st.just(Gc()),
     st.builds(BackupRestore, snapshot=st.integers(0, 5), killed=st.booleans()),
+    st.builds(SecondCatalog, adopt=st.booleans()),
 )
 
 
@@ -152,9 +164,12 @@ class Model:
         backups = f"rewind-faults-bk-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(backups)
         self.backup_uri = f"s3://{backups}/b"
-        uris = (f"sqlite:///{directory}/c.db", f"s3://{bucket}/wh")
-        self.store = TableStore.open(*uris, s3=s3.settings)
-        self.other = TableStore.open(*uris, s3=s3.settings)
+        self.s3 = s3
+        self.directory = directory
+        self.uris = (f"sqlite:///{directory}/c.db", f"s3://{bucket}/wh")
+        self.store = TableStore.open(*self.uris, s3=s3.settings)
+        self.other = TableStore.open(*self.uris, s3=s3.settings)
+        self.second_rows: State | None = None  # what the second catalog's tenant holds
         self.store.create_tenant(SOURCE)
         self.store.create_table(SOURCE, DB, "items", ITEMS)
         self.live: dict[str, State] = {SOURCE: {}}  # tenant name -> expected rows now
@@ -191,8 +206,10 @@ class Model:
                 allow_short_grace=True,
                 compact=False,
             )
-        else:
+        elif isinstance(op, BackupRestore):
             self.backup_restore(op)
+        else:
+            self.second_catalog(op)
 
     def write(self, op: Write) -> None:
         if not op.upserts and not op.deletes:
@@ -290,6 +307,34 @@ class Model:
         restore_backup(self.other, self.backup_uri, self.backups[index], tenant=target)
         self.installed(target, at_s)
 
+    def second_catalog(self, op: SecondCatalog) -> None:
+        """A second catalog is refused; adopting, it writes and runs GC, then ours adopts back.
+
+        Neither GC may delete a key of the other catalog's tenants.
+        """
+        uri = f"sqlite:///{self.directory}/second.db"
+        if not op.adopt:
+            with pytest.raises(WarehouseOwned):
+                TableStore.open(uri, self.uris[1], s3=self.s3.settings)
+            return
+        second = TableStore.open(uri, self.uris[1], s3=self.s3.settings, adopt_warehouse=True)
+        try:
+            if self.second_rows is None:
+                second.create_tenant("beta")
+                second.create_table("beta", DB, "items", ITEMS)
+                self.second_rows = {}
+            key = len(self.second_rows)
+            second.write("beta", DB, "items", upserts=pa.table({"id": [key], "v": ["b"]}))
+            self.second_rows[key] = "b"
+            run_gc(second, dry_run=False, grace_us=0, orphan_grace_us=0, allow_short_grace=True)
+            assert self.rows_of(second, "beta") == self.second_rows
+        finally:
+            second.close()
+        for handle in (self.store, self.other):  # this deployment takes its warehouse back
+            handle.close()
+        self.store = TableStore.open(*self.uris, s3=self.s3.settings, adopt_warehouse=True)
+        self.other = TableStore.open(*self.uris, s3=self.s3.settings)
+
     # --- the invariants ---------------------------------------------------------------------
 
     def check(self) -> None:
@@ -309,9 +354,25 @@ class Model:
             )
         }
         assert recorded <= present, f"missing: {sorted(recorded - present)[:3]}"
+        if self.second_rows is not None:  # the second catalog's objects survived our GC
+            second = TableStore.open(
+                f"sqlite:///{self.directory}/second.db", self.uris[1], s3=self.s3.settings,
+                adopt_warehouse=True,
+            )
+            try:
+                assert self.rows_of(second, "beta") == self.second_rows
+            finally:
+                second.close()
+            # ... and opening it took the warehouse: ours adopts it back.
+            self.store.close()
+            self.store = TableStore.open(*self.uris, s3=self.s3.settings, adopt_warehouse=True)
 
     def rows(self, tenant: str, as_of: str | None = None) -> State:
-        table = self.store.read(tenant, DB, "items", as_of)
+        return self.rows_of(self.store, tenant, as_of)
+
+    @staticmethod
+    def rows_of(store: TableStore, tenant: str, as_of: str | None = None) -> State:
+        table = store.read(tenant, DB, "items", as_of)
         return dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
 
 
