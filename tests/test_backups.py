@@ -33,7 +33,14 @@ from backup_helpers import (
     tenant_rows,
     warehouse_keys,
 )
-from restore_helpers import FaultyCatalog, SimulatedCrash, reads, with_catalog
+from restore_helpers import (
+    FaultyCatalog,
+    SimulatedCrash,
+    WrappedObjectStore,
+    reads,
+    with_catalog,
+    with_objects,
+)
 from typer.testing import CliRunner
 
 from engine.backup.api import (
@@ -501,9 +508,14 @@ def test_backup_of_an_unknown_tenant_claims_no_destination(
 # --- a killed logical backup restore leaves nothing behind ----------------------------------------
 
 
-def _killed_logical_restore(store: TableStore, uri: str, backup_id: str, name: str) -> str:
-    """Restore ``backup_id`` as ``name`` and die at the reload's 2nd data commit; the staging id."""
-    faulty = with_catalog(store, FaultyCatalog(store.catalog, "INSERT INTO membership", occurrence=2))
+def _killed_restore(store: TableStore, uri: str, backup_id: str, name: str, kind: str) -> str:
+    """Restore ``backup_id`` as ``name`` and die mid-load (the reload's 2nd data commit, or
+    the 2nd object copied); the staging tenant's id."""
+    faulty = (
+        with_catalog(store, FaultyCatalog(store.catalog, "INSERT INTO membership", occurrence=2))
+        if kind == "logical"
+        else with_objects(store, WrappedObjectStore(store.objects, fail_put_at=2))
+    )
     with pytest.raises(SimulatedCrash):
         restore_backup(faulty, uri, backup_id, tenant=name)
     [staging] = [t for t in tenant_rows(store) if t[2] == "staging"]
@@ -511,11 +523,12 @@ def _killed_logical_restore(store: TableStore, uri: str, backup_id: str, name: s
     return staging[1]
 
 
-def test_rerun_of_a_killed_logical_backup_restore_replaces_its_staging_tenant(
-    store: TableStore, source: Source, uri: str
+@pytest.mark.parametrize("kind", KINDS)
+def test_rerun_of_a_killed_backup_restore_replaces_its_staging_tenant(
+    store: TableStore, source: Source, uri: str, kind: str
 ) -> None:
-    backup = create_backup(store, "acme", "mon", uri, kind="logical")
-    staging_id = _killed_logical_restore(store, uri, backup.backup_id, "back")
+    backup = create_backup(store, "acme", "mon", uri, kind=kind)
+    staging_id = _killed_restore(store, uri, backup.backup_id, "back", kind)
 
     tenant, _ = restore_backup(store, uri, backup.backup_id, tenant="back")
 
@@ -532,11 +545,12 @@ def test_rerun_of_a_killed_logical_backup_restore_replaces_its_staging_tenant(
     assert again.id != tenant.id and reads(store, "back") == AT_MON
 
 
+@pytest.mark.parametrize("kind", KINDS)
 def test_tenant_purge_discards_a_staging_tenant_a_killed_backup_restore_left(
-    store: TableStore, source: Source, uri: str
+    store: TableStore, source: Source, uri: str, kind: str
 ) -> None:
-    backup = create_backup(store, "acme", "mon", uri, kind="logical")
-    staging_id = _killed_logical_restore(store, uri, backup.backup_id, "back")
+    backup = create_backup(store, "acme", "mon", uri, kind=kind)
+    staging_id = _killed_restore(store, uri, backup.backup_id, "back", kind)
     catalog_uri = store.catalog.uri
     warehouse_uri = store.objects.warehouse.uri
     result = CliRunner().invoke(

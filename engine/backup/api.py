@@ -197,5 +197,12 @@ def restore_backup(
             job_id=backup_id,
         )
         return result.tenant, time.perf_counter() - started
-    record = restore_physical(store, dest, backup_id, name, replace_existing=replace)
+    record = restore_physical(
+        store,
+        dest,
+        backup_id,
+        name,
+        replace_existing=replace,
+        tenant_id=staging_id_for(store, backup_id, name),
+    )
     return record, time.perf_counter() - started

@@ -20,10 +20,11 @@ from typing import Any
 import pyarrow.compute as pc
 
 from engine.backup.destination import backup_root
+from engine.logical.reload import discard_staging
 from engine.restore.members import live_members
 from engine.restore.plan import RestorePlan, plan_in
 from tenants.catalog import Tx
-from tenants.errors import AlreadyExists, CorruptObject, InvalidArgument
+from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
 from tenants.object_io import read_object
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key, sort_by_key_and_ts
 from tenants.objectstore import ObjectStore
@@ -190,9 +191,21 @@ def verify_physical(dest: ObjectStore, backup_id: str) -> int:
 
 
 def restore_physical(
-    store: TableStore, dest: ObjectStore, backup_id: str, name: str, *, replace_existing: bool
+    store: TableStore,
+    dest: ObjectStore,
+    backup_id: str,
+    name: str,
+    *,
+    replace_existing: bool,
+    tenant_id: str | None = None,
 ) -> TenantRecord:
-    """Copy the backup's objects into this warehouse and install them as tenant ``name``."""
+    """Copy the backup's objects into this warehouse and install them as tenant ``name``.
+
+    The new tenant's id is recorded (as a ``staging`` tenant) before any byte is
+    copied under it, so its keys are this catalog's: a kill mid-copy leaves a
+    staging tenant that a rerun with the same ``tenant_id`` or ``tenant purge``
+    discards, and GC can see. The install turns it active.
+    """
     raw = read_physical_manifest(dest, backup_id)
     with store.catalog.snapshot() as tx:
         if not replace_existing and _active_name(tx, name):
@@ -203,7 +216,15 @@ def restore_physical(
     verify_physical(dest, backup_id)
     plan = RestorePlan.from_json(json.dumps(raw["plan"]))
     stored = raw["objects"]
-    tenant_id = new_id()
+    tenant_id = tenant_id or new_id()
+    discard_staging(store, tenant_id)  # a killed earlier run's copy, if any
+    with store.catalog.transaction() as tx:
+        ts = tx.commit_ts()
+        tx.execute(
+            "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) "
+            "VALUES (?, ?, 'staging', ?, ?)",
+            (tenant_id, name, ts, ts),
+        )
     # Fresh table ids: the same backup may be restored more than once into one catalog.
     fresh = {t.new_table_id: new_id() for t in plan.tables}
     plan = replace(
@@ -248,11 +269,17 @@ def _install(
     backup_id: str,
     previous_holder: str | None,
 ) -> None:
-    tx.execute(
-        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts, source_tenant_id, source_ts, "
-        "restore_job_id, previous_holder_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?)",
-        (tenant_id, name, ts, ts, plan.source.id, plan.at_ts, backup_id, previous_holder),
+    changed = tx.execute(
+        "UPDATE tenants SET state = 'active', created_ts = ?, last_change_ts = ?, "
+        "source_tenant_id = ?, source_ts = ?, restore_job_id = ?, previous_holder_id = ? "
+        "WHERE id = ? AND name = ? AND state = 'staging'",
+        (ts, ts, plan.source.id, plan.at_ts, backup_id, previous_holder, tenant_id, name),
     )
+    if changed != 1:
+        raise ConcurrentModification(
+            f"restoring backup {backup_id} as {name!r}: its staging tenant {tenant_id} was "
+            "discarded meanwhile (another restore of the same backup?); restore again"
+        )
     db_ids = {db: new_id() for db in plan.databases}
     for db, (_, created) in plan.databases.items():
         tx.execute(
