@@ -182,7 +182,8 @@ def alter(
         list[str] | None,
         typer.Option(
             "--add",
-            help="NAME:TYPE[:not-null][=DEFAULT] (DEFAULT as JSON, else text); repeat. "
+            help="NAME:TYPE[:not-null][=DEFAULT] (DEFAULT as JSON, else text; ISO-8601 for "
+            "date and timestamp columns, e.g. d:date=2026-01-05); repeat. "
             "A NOT NULL column needs a default.",
             show_default=False,
         ),
