@@ -2,38 +2,109 @@
 
 A restore creates a new tenant id for the name and retires the old one, so
 "acme at T" is the tenant that was acme at T: walk from the current holder
-back through the previous holders of the name (``previous_holder_id``; for a
-clone, its source) while they are retained. Following where the data came
-from instead would skip a tenant that held the name between two restores. This is
-how snapshots taken after a restore point stay restorable by name, as a
-MatrixOne or Snowflake user expects.
+back through the previous holders of the name (``previous_holder_id``) and,
+for a clone, into its source. Following where the data came from instead would
+skip a tenant that held the name between two restores. This is how snapshots
+taken after a restore point stay restorable by name, as a MatrixOne or
+Snowflake user expects.
+
+Two rules bound the walk:
+
+- **A clone stops at its cut.** A tenant restored ``--to NEW`` at S inherits
+  only its source's history up to S: the snapshot names (with ts <= S) its
+  source's lineage had when the clone was made, and the times up to S. Names
+  the source creates later and times after S never resolve in the clone, so
+  one tenant never reads another's later data. An in-place restore keeps the
+  whole lineage of the name.
+- **Purged and expired tenants are walked past, never served.** Their data
+  is gone (or about to be collected), but their ancestors may still hold data
+  the name's history needs. A snapshot or time that only such a tenant could
+  serve is a clear error, never empty rows.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tenants.catalog import Tx
-from tenants.errors import NotFound
+from tenants.errors import NotFound, UnprotectedTime
 from tenants.protection import protection, wall_now
 from tenants.snapshots import SnapshotRecord, find_snapshot, list_snapshots
 from tenants.tenancy import TenantRecord, tenant_by_id
-from tenants.times import parse_instant
+from tenants.times import format_ts, parse_instant
 
 
-def chain(tx: Tx, tenant: TenantRecord) -> list[TenantRecord]:
-    """``tenant`` and its retained ancestors, newest first."""
+@dataclass(frozen=True)
+class Ancestor:
+    """One tenant of a lineage, and how much of it the lineage's newest tenant inherits.
+
+    ``until_ts``: the tightest clone cut between the two; times and snapshots
+    after it are not the newest tenant's history (``None``: no clone between).
+    ``known_by``: snapshots this tenant created after this commit ts are not
+    inherited (the name, or the clone, had left it by then).
+    ``gone``: why its data can no longer be served (purged, past retention).
+    """
+
+    tenant: TenantRecord
+    until_ts: int | None = None
+    known_by: int | None = None
+    gone: str | None = None
+
+    @property
+    def serves(self) -> bool:
+        return self.gone is None
+
+    def inherits(self, snapshot: SnapshotRecord) -> bool:
+        return (self.until_ts is None or snapshot.ts <= self.until_ts) and (
+            self.known_by is None or snapshot.created_ts <= self.known_by
+        )
+
+
+def _earliest(bound: int | None, ts: int) -> int:
+    return ts if bound is None else min(bound, ts)
+
+
+def _gone(tenant: TenantRecord, now: int) -> str | None:
+    if tenant.purged_ts is not None:
+        return f"was purged at {format_ts(tenant.purged_ts)}"
+    if tenant.state == "dropped" and tenant.retain_until is not None and tenant.retain_until < now:
+        return f"passed its retention at {format_ts(tenant.retain_until)}"
+    return None
+
+
+def chain(tx: Tx, tenant: TenantRecord) -> list[Ancestor]:
+    """``tenant`` and its ancestors, newest first, each with what ``tenant`` inherits of it.
+
+    Purged and expired ancestors are included (marked ``gone``) so the walk
+    reaches the tenants before them; a source in another catalog (a backup
+    restored here) ends the walk.
+    """
     now = wall_now(tx)
-    result = [tenant]
+    result = [Ancestor(tenant)]
     seen = {tenant.id}
-    current = tenant
-    while (before := current.previous_holder_id or current.source_tenant_id) and before not in seen:
+    current, until, known = tenant, None, None
+    while True:
+        parent_id = current.previous_holder_id or current.source_tenant_id
+        if parent_id is None or parent_id in seen:
+            break
         try:
-            parent = tenant_by_id(tx, before)
+            parent = tenant_by_id(tx, parent_id)
         except NotFound:
             break
-        expired = parent.state == "dropped" and (parent.retain_until or now) < now
-        if parent.purged_ts is not None or expired:
-            break
-        result.append(parent)
+        # Tenants restored in place before previous holders were recorded name
+        # their source only; it held the same name.
+        in_place = current.previous_holder_id is not None or parent.name == current.name
+        if in_place:
+            # The name passed at the swap: the previous holder was retired then.
+            handover = current.created_ts
+            if parent.state == "dropped" and parent.dropped_ts is not None:
+                handover = max(handover, parent.dropped_ts)
+            known = _earliest(known, handover)
+        else:
+            known = _earliest(known, current.created_ts)
+            if current.source_ts is not None:
+                until = _earliest(until, current.source_ts)
+        result.append(Ancestor(parent, until, known, _gone(parent, now)))
         seen.add(parent.id)
         current = parent
     return result
@@ -42,28 +113,73 @@ def chain(tx: Tx, tenant: TenantRecord) -> list[TenantRecord]:
 def snapshot_in_lineage(
     tx: Tx, tenant: TenantRecord, name: str
 ) -> tuple[TenantRecord, SnapshotRecord]:
-    """The snapshot ``name`` of the tenant or, failing that, of its retained ancestors."""
+    """The snapshot ``name`` of the tenant or, failing that, of an ancestor it inherits.
+
+    Raises:
+        NotFound: no tenant of the lineage has it, or only one whose data is gone.
+    """
     first_error: NotFound | None = None
-    for holder in chain(tx, tenant):
+    unservable: Ancestor | None = None
+    gone: list[Ancestor] = []
+    for ancestor in chain(tx, tenant):
+        gone += [] if ancestor.serves else [ancestor]
         try:
-            return holder, find_snapshot(tx, holder, name)
+            snapshot = find_snapshot(tx, ancestor.tenant, name)
         except NotFound as e:
             first_error = first_error or e
-    assert first_error is not None
+            continue
+        if not ancestor.inherits(snapshot):
+            continue
+        if not ancestor.serves:
+            unservable = unservable or ancestor
+            continue
+        return ancestor.tenant, snapshot
+    if unservable is not None:
+        raise NotFound(
+            f"snapshot {name!r} of tenant {tenant.name!r} lives in {unservable.tenant.ref}, "
+            f"which {unservable.gone}; its data is gone, so it cannot be read or restored "
+            f"(`rewind snapshot list {tenant.name}` shows the snapshots that can)"
+        )
+    assert first_error is not None  # the tenant itself always inherits its own snapshots
+    if gone:
+        # A purge deletes a tenant's snapshot rows: the name may have lived there.
+        lost = "; ".join(f"{a.tenant.ref}, which {a.gone}" for a in gone)
+        raise NotFound(
+            f"{first_error.message}; its lineage also passed through {lost}: snapshots that "
+            "lived only there are gone with their data"
+        )
     raise first_error
 
 
-def holder_at(tx: Tx, tenant: TenantRecord, ts: int) -> TenantRecord:
+def holder_at(tx: Tx, tenant: TenantRecord, ts: int) -> Ancestor:
     """The tenant of the lineage that held the name at ``ts``.
 
     A restored tenant holds the name from its creation; before that its
-    source did. Falls back to the oldest retained ancestor.
+    previous holder (or, for a clone, its source up to the cut) did. A time a
+    tenant protects by a snapshot of its own is its own, even before its
+    creation: a restore carries the versions its snapshots need. Never crosses
+    a clone cut: a clone's times after its cut are its own, and unprotected.
+    Falls back to the oldest ancestor the time may reach.
     """
+    if ts < tenant.created_ts and any(s.ts == ts for s in list_snapshots(tx, tenant)):
+        return Ancestor(tenant)
     lineage = chain(tx, tenant)
-    for holder in lineage:
-        if holder.created_ts <= ts:
-            return holder
-    return lineage[-1]
+    chosen = lineage[0]
+    for ancestor in lineage:
+        if ancestor.until_ts is not None and ts > ancestor.until_ts:
+            break
+        chosen = ancestor
+        if ancestor.tenant.created_ts <= ts:
+            break
+    return chosen
+
+
+def inherited_snapshots(tx: Tx, tenant: TenantRecord, holder: TenantRecord) -> list[SnapshotRecord]:
+    """The snapshots of ``holder`` (a tenant of ``tenant``'s lineage) that ``tenant`` inherits."""
+    for ancestor in chain(tx, tenant):
+        if ancestor.tenant.id == holder.id:
+            return [s for s in list_snapshots(tx, holder) if ancestor.inherits(s)]
+    return list_snapshots(tx, holder)  # the holder itself, named by ref
 
 
 def require_data(tenant: TenantRecord) -> TenantRecord:
@@ -79,13 +195,22 @@ def require_data(tenant: TenantRecord) -> TenantRecord:
 def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[TenantRecord, int, str]:
     """A time named by snapshot, instant or ts → (tenant holding its data, ts, label).
 
-    Raises ``UnprotectedTime`` unless that tenant protects the time.
+    Raises ``UnprotectedTime`` unless that tenant protects the time, and when
+    the tenant that held the name then is purged or past its retention.
     """
     if isinstance(text, str) and text.strip() and not text.strip()[0].isdigit():
         holder, snap = snapshot_in_lineage(tx, require_data(tenant), text.strip())
         return require_data(holder), snap.ts, snap.name
     ts = parse_instant(text) if isinstance(text, str) else int(text)
-    holder = require_data(holder_at(tx, require_data(tenant), ts))
+    ancestor = holder_at(tx, require_data(tenant), ts)
+    if not ancestor.serves:
+        raise UnprotectedTime(
+            f"time {ts} ({format_ts(ts)}) of tenant {tenant.name!r} is no longer recoverable: "
+            f"the name was then held by {ancestor.tenant.ref}, which {ancestor.gone}, so that "
+            f"history is gone; `rewind snapshot list {tenant.name}` and "
+            f"`rewind pitr show {tenant.name}` show what is recoverable"
+        )
+    holder = require_data(ancestor.tenant)
     protection(tx, holder).require(ts)
     return holder, ts, str(ts)
 
@@ -94,13 +219,17 @@ def lineage_snapshots(tx: Tx, tenant: TenantRecord) -> list[tuple[TenantRecord, 
     """Every snapshot restorable by name for ``tenant``, with the tenant it lives in.
 
     A name found in a newer tenant of the lineage hides the same name further back
-    (restores carry snapshots at or before the restore point forward).
+    (restores carry snapshots at or before the restore point forward). Snapshots
+    the tenant does not inherit (after a clone's cut) or whose data is gone are
+    left out.
     """
     seen: set[str] = set()
     found: list[tuple[TenantRecord, SnapshotRecord]] = []
-    for holder in chain(tx, tenant):
-        for snap in list_snapshots(tx, holder):
-            if snap.name not in seen:
+    for ancestor in chain(tx, tenant):
+        if not ancestor.serves:
+            continue
+        for snap in list_snapshots(tx, ancestor.tenant):
+            if ancestor.inherits(snap) and snap.name not in seen:
                 seen.add(snap.name)
-                found.append((holder, snap))
+                found.append((ancestor.tenant, snap))
     return sorted(found, key=lambda pair: (pair[1].ts, pair[1].name))

@@ -1,7 +1,8 @@
 """Table schemas: typed columns, a primary key, and a stable fingerprint.
 
 A schema version is stored as JSON (column name, Arrow type string, nullable,
-default) plus the key. The fingerprint hashes the ordered (name, type,
+default; a date, timestamp or decimal default as text, see tenants.defaults) plus
+the key. The fingerprint hashes the ordered (name, type,
 nullable) list and the key, so every object can name the schema it was
 written with, and a restore can prove each object belongs to its table.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tenants.defaults import canonical_default, default_to_json
 from tenants.errors import InvalidArgument, SchemaMismatch
 from tenants.names import column_name
 
@@ -86,11 +88,12 @@ class Column:
         return parse_type(self.type)
 
     def to_json(self) -> dict[str, Any]:
+        """The column as JSON: dates, timestamps and decimals defaults as text (tenants.defaults)."""
         return {
             "name": self.name,
             "type": self.type,
             "nullable": self.nullable,
-            "default": self.default,
+            "default": default_to_json(self.arrow_type, self.default),
         }
 
 
@@ -117,7 +120,10 @@ class TableSchema:
             column.arrow_type  # noqa: B018 - validates the type string early
         normalized = tuple(
             Column(
-                c.name, str(c.arrow_type), c.nullable and c.name not in self.primary_key, c.default
+                c.name,
+                str(c.arrow_type),
+                c.nullable and c.name not in self.primary_key,
+                canonical_default(c.name, str(c.arrow_type), c.arrow_type, c.default),
             )
             for c in self.columns
         )

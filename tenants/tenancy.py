@@ -16,6 +16,7 @@ from typing import Literal
 import pyarrow as pa
 
 from tenants.catalog import Row, Tx
+from tenants.defaults import is_text_encoded
 from tenants.errors import AlreadyExists, InvalidArgument, NotFound, SchemaMismatch, TenantDropped
 from tenants.names import object_name, tenant_name
 from tenants.schema import Column, TableSchema
@@ -394,8 +395,12 @@ def _column_names_ever(tx: Tx, table_id: str) -> set[str]:
 
 
 def _check_default(column: Column) -> None:
-    """The default must be exactly a value of the column's type (no silent casts)."""
-    if column.default is None:
+    """The default must be exactly a value of the column's type (no silent casts).
+
+    Dates, timestamps and decimals were already made values of their type (or
+    refused) when the schema was built (tenants.defaults).
+    """
+    if column.default is None or is_text_encoded(column.arrow_type):
         return
     try:
         typed = pa.array([column.default], type=column.arrow_type)

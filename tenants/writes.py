@@ -83,6 +83,41 @@ def _cast_columns(
     return pa.Table.from_arrays(arrays, schema=target)
 
 
+def canonical_float_keys(
+    batch: pa.Table, primary_key: list[str], tenant: str, table: str, what: str
+) -> pa.Table:
+    """Refuse NaN in float key columns and store -0.0 as 0.0.
+
+    A key must equal itself and nothing else. NaN equals nothing, not even
+    itself, so a NaN key could never be found again (reads would show every
+    version of it, deletes would hide none), and local and Spark readers would
+    disagree. -0.0 and 0.0 compare equal but hash and print apart, so one batch
+    could hold both as two rows of one key. SQL engines refuse or normalise
+    such keys the same way; this runs before the duplicate check, so -0.0 and
+    0.0 in one batch are one key twice.
+    """
+    for key in primary_key:
+        column = batch.column(key)
+        if not pa.types.is_floating(column.type):
+            continue
+        nan = pc.is_nan(column)
+        if pc.any(nan).as_py():
+            row = pc.index(nan, True).as_py()
+            raise KeyViolation(
+                f"{what} for tenant {tenant!r} table {table} have NaN in float key column "
+                f"{key!r} (row {row}); NaN equals nothing, not even itself, so it cannot "
+                "identify a row. Nothing was written: give a number, or key the table by "
+                "another column"
+            )
+        zero = pa.scalar(0.0, column.type)
+        batch = batch.set_column(
+            batch.schema.get_field_index(key),
+            batch.schema.field(key),
+            pc.if_else(pc.equal(column, zero), zero, column),
+        )
+    return batch
+
+
 def check_keys(batch: pa.Table, primary_key: list[str], where: str, what: str) -> None:
     """No null and no duplicate key inside one batch."""
     for key in primary_key:
@@ -146,10 +181,12 @@ def commit(
     batches: list[tuple[ObjectKind, pa.Table]] = []
     if upserts is not None and upserts.num_rows:
         rows = conform_rows(upserts, schema, where)
+        rows = canonical_float_keys(rows, pk, tenant_rec.name, target.qualified, "upserts")
         check_keys(rows, pk, where, "upserts")
         batches.append(("data", rows))
     if deletes is not None and deletes.num_rows:
         keys = conform_keys(deletes, schema, where)
+        keys = canonical_float_keys(keys, pk, tenant_rec.name, target.qualified, "deletes")
         check_keys(keys, pk, where, "deletes")
         batches.append(("tomb", keys))
     object_ids = []

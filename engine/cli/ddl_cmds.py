@@ -70,7 +70,7 @@ def _columns_table(table: TableRecord) -> Table:
     for name in ("column", "type", "nullable", "default"):
         view.add_column(name)
     for c in table.schema.columns:
-        default = "" if c.default is None else json.dumps(c.default)
+        default = "" if c.default is None else json.dumps(c.to_json()["default"])
         view.add_row(
             Text(c.name, style="bold" if c.name in key else ""),
             Text(c.type),

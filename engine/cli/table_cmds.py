@@ -11,6 +11,7 @@ import typer
 
 from engine.cli import render
 from engine.cli.context import cli_state, table_arg, tenant_arg
+from tenants.defaults import is_text_encoded
 from tenants.errors import InvalidArgument
 from tenants.names import column_name
 from tenants.schema import Column, TableSchema, parse_type
@@ -128,8 +129,10 @@ def parse_default(text: str, type_text: str) -> Any:
     JSON scalars (``7``, ``2.5``, ``true``, ``"x"``) are taken as such, anything
     else as text. A text column keeps the text verbatim unless it is a JSON
     string (so ``=007`` and ``=123`` stay strings), and a float column takes an
-    integer as a float. The store then checks that the value is exactly one of
-    the column's type.
+    integer as a float. A date, timestamp or decimal column takes ISO-8601 text
+    or digits (``=2026-01-05``, ``=2026-01-05T10:00:00Z``, ``=12.50``), as its
+    schema JSON stores them (tenants.defaults). The store then checks that the
+    value is exactly one of the column's type.
     """
     arrow_type = parse_type(type_text)
     try:
@@ -138,6 +141,8 @@ def parse_default(text: str, type_text: str) -> Any:
         value = text
     if isinstance(value, dict | list):
         value = text
+    if is_text_encoded(arrow_type):
+        return value if isinstance(value, str) or value is None else text
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return value if isinstance(value, str) or value is None else text
     if pa.types.is_floating(arrow_type) and type(value) is int:
@@ -177,7 +182,8 @@ def alter(
         list[str] | None,
         typer.Option(
             "--add",
-            help="NAME:TYPE[:not-null][=DEFAULT] (DEFAULT as JSON, else text); repeat. "
+            help="NAME:TYPE[:not-null][=DEFAULT] (DEFAULT as JSON, else text; ISO-8601 for "
+            "date and timestamp columns, e.g. d:date=2026-01-05); repeat. "
             "A NOT NULL column needs a default.",
             show_default=False,
         ),

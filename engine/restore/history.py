@@ -1,4 +1,11 @@
-"""A tenant name's history: its lineage of tenant ids and the restore jobs around it."""
+"""A tenant name's history: its lineage of tenant ids and the restore jobs around it.
+
+The lineage is the one names and times resolve through (tenants.lineage),
+purged and expired tenants included, so `rewind history` shows what the name
+can reach. A clone's history stops at its cut: its own row names the source
+and the cut, but the source's later life (its restores, drops, other clones)
+belongs to the source, not to the clone.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +13,20 @@ from dataclasses import dataclass
 
 from engine.restore.journal import JobRecord, jobs_of
 from tenants.catalog import Catalog
-from tenants.tenancy import TenantRecord, find_tenant, tenant_by_id
+from tenants.lineage import chain
+from tenants.tenancy import TenantRecord, find_tenant
 
 
 @dataclass(frozen=True)
 class History:
-    lineage: tuple[TenantRecord, ...]  # newest first, including expired ancestors
+    lineage: tuple[TenantRecord, ...]  # newest first, including purged and expired ancestors
     jobs: tuple[JobRecord, ...]
 
 
 def history(catalog: Catalog, tenant: str) -> History:
     with catalog.snapshot() as tx:
         current = find_tenant(tx, tenant)
-        lineage = [current]
-        while len(lineage) < 1000:
-            before = lineage[-1].previous_holder_id or lineage[-1].source_tenant_id
-            if not before or any(t.id == before for t in lineage):
-                break
-            lineage.append(tenant_by_id(tx, before))
+        lineage = [a.tenant for a in chain(tx, current) if a.until_ts is None]
         others = tx.all(
             "SELECT * FROM tenants WHERE name = ? ORDER BY created_ts DESC", (current.name,)
         )

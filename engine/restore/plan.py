@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from tenants.catalog import Catalog, Tx
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
-from tenants.lineage import resolve_point
+from tenants.lineage import inherited_snapshots, resolve_point
 from tenants.names import tenant_name
 from tenants.objects import (
     LIVE_MEMBERS,
@@ -40,7 +40,6 @@ from tenants.objects import (
 from tenants.pitr import get_pitr
 from tenants.schedules import get_schedule
 from tenants.schema import TableSchema
-from tenants.snapshots import list_snapshots
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id
 
 Action = Literal["reuse", "rewrite", "skip"]
@@ -268,9 +267,11 @@ def plan_in(
                 "or bring it back with `rewind tenant undrop`"
             )
         target, replaced = current.name, current.id
+    # Only what the name's lineage inherits of the source: never a snapshot a
+    # clone's source made after the clone's cut (tenants.lineage).
     snapshots = tuple(
         SnapshotPlan(s.name, s.ts, s.kind, s.expires_at)
-        for s in list_snapshots(tx, source)
+        for s in inherited_snapshots(tx, current, source)
         if s.ts <= at_ts
     )
     oldest_needed = min([at_ts] + [s.ts for s in snapshots])
