@@ -140,7 +140,7 @@ def test_creating_a_snapshot_writes_no_object_and_no_object_record(store, clock,
     clock.fixed = T0 + M
     store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
     store.write(tenant, "db", "items", deletes=keys(2))
-    bucket_keys = sorted(o.key for o in store.objects.list(""))
+    bucket_keys = sorted(o.key for o in store.objects.list("tenants/"))
     objects = catalog_count(store, "objects")
     members = catalog_count(store, "membership")
     assert len(bucket_keys) == objects == 2
@@ -149,7 +149,7 @@ def test_creating_a_snapshot_writes_no_object_and_no_object_record(store, clock,
     store.create_snapshot(tenant, "cheap")
     store.create_snapshot(tenant, "cheap_past", at=T0 + 30 * M)
 
-    assert sorted(o.key for o in store.objects.list("")) == bucket_keys
+    assert sorted(o.key for o in store.objects.list("tenants/")) == bucket_keys
     assert catalog_count(store, "objects") == objects
     assert catalog_count(store, "membership") == members
     assert catalog_count(store, "snapshots") == 2

@@ -77,7 +77,12 @@ def restore_tenant_cmd(
     ] = None,
     cancel: Annotated[
         str | None,
-        typer.Option("--cancel", metavar="JOB", help="Cancel a job: remove its outputs and pins."),
+        typer.Option(
+            "--cancel",
+            metavar="JOB",
+            help="Cancel a job: a running one is asked to stop (this waits for it); "
+            "its outputs and pins are removed. A done job is never cancelled.",
+        ),
     ] = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
