@@ -12,11 +12,11 @@ MatrixOne or Snowflake user expects.
 from __future__ import annotations
 
 from tenants.catalog import Tx
-from tenants.errors import NotFound
+from tenants.errors import InvalidArgument, NotFound
 from tenants.protection import protection, wall_now
-from tenants.snapshots import SnapshotRecord, find_snapshot, list_snapshots
+from tenants.snapshots import SNAPSHOT_NAME, SnapshotRecord, find_snapshot, list_snapshots
 from tenants.tenancy import TenantRecord, tenant_by_id
-from tenants.times import parse_instant
+from tenants.times import TIME_FORMS, check_ts, parse_instant
 
 
 def chain(tx: Tx, tenant: TenantRecord) -> list[TenantRecord]:
@@ -82,9 +82,11 @@ def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[Tenant
     Raises ``UnprotectedTime`` unless that tenant protects the time.
     """
     if isinstance(text, str) and text.strip() and not text.strip()[0].isdigit():
+        if not SNAPSHOT_NAME.fullmatch(text.strip()):  # neither a name nor a time: say both
+            raise InvalidArgument(f"invalid time or snapshot {text.strip()!r}: {TIME_FORMS}")
         holder, snap = snapshot_in_lineage(tx, require_data(tenant), text.strip())
         return require_data(holder), snap.ts, snap.name
-    ts = parse_instant(text) if isinstance(text, str) else int(text)
+    ts = parse_instant(text) if isinstance(text, str) else check_ts(int(text))
     holder = require_data(holder_at(tx, require_data(tenant), ts))
     protection(tx, holder).require(ts)
     return holder, ts, str(ts)

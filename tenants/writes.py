@@ -39,6 +39,7 @@ class WriteResult:
 
 def conform_rows(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
     """Cast ``batch`` to the table's columns, or say exactly what does not match."""
+    _unique_columns(batch, where)
     expected = schema.names
     got = batch.column_names
     missing = [c for c in expected if c not in got]
@@ -53,6 +54,7 @@ def conform_rows(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
 
 def conform_keys(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
     """Cast a batch of keys to the key columns (extra columns are not allowed)."""
+    _unique_columns(batch, where)
     keys = list(schema.primary_key)
     if sorted(batch.column_names) != sorted(keys):
         raise SchemaMismatch(
@@ -60,6 +62,16 @@ def conform_keys(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
             f"got {batch.column_names}"
         )
     return _cast_columns(batch, schema.key_arrow(), where, schema.primary_key)
+
+
+def _unique_columns(batch: pa.Table, where: str) -> None:
+    """Arrow allows a name twice in one table; a batch may not (which one is the value?)."""
+    names = batch.column_names
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise SchemaMismatch(
+            f"batch for {where} has column(s) {repeated} more than once; give each column once"
+        )
 
 
 def _cast_columns(
