@@ -69,10 +69,10 @@ class TableStore:
         s3: S3Settings | None = None,
         clock: Clock = wall_clock_us,
     ) -> TableStore:
-        return cls(
-            open_catalog(catalog_uri or default_catalog_uri(), clock),
-            open_object_store(warehouse_uri or default_warehouse_uri(), s3),
-        )
+        # The warehouse URI is parsed (and a bad one refused) before the catalog
+        # file is created: a malformed command line changes nothing.
+        objects = open_object_store(warehouse_uri or default_warehouse_uri(), s3)
+        return cls(open_catalog(catalog_uri or default_catalog_uri(), clock), objects)
 
     def close(self) -> None:
         self.catalog.close()
@@ -220,9 +220,18 @@ class TableStore:
         *,
         upserts: pa.Table | None = None,
         deletes: pa.Table | None = None,
+        only_present: bool = False,
     ) -> WriteResult:
+        """One commit; see :func:`tenants.writes.write` (``only_present`` counts real deletes)."""
         return write(
-            self.catalog, self.objects, tenant, database, table, upserts=upserts, deletes=deletes
+            self.catalog,
+            self.objects,
+            tenant,
+            database,
+            table,
+            upserts=upserts,
+            deletes=deletes,
+            only_present=only_present,
         )
 
     def plan_read(

@@ -160,8 +160,8 @@ def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -
         render.emit_json(render.write_json(tenant, table, result))
     else:
         render.say(
-            f"loaded {result.upserted:,} rows into {tenant}/{table} from {file.name}: "
-            f"commit ts {result.ts} ({format_ts(result.ts)})"
+            f"loaded {render.plural(result.upserted, 'row')} into {tenant}/{table} "
+            f"from {file.name}: commit ts {result.ts} ({format_ts(result.ts)})"
         )
 
 
@@ -187,12 +187,21 @@ def delete(
     database, name = table_arg(table)
     store = state.store()
     key_rows = read_file(keys, _schema(store, tenant, database, name).key_arrow())
-    result = store.write(tenant, database, name, deletes=key_rows)
+    # Only keys that are there get a tombstone, so the count is what was deleted.
+    result = store.write(tenant, database, name, deletes=key_rows, only_present=True)
+    given = key_rows.num_rows
     if state.json:
-        render.emit_json(render.write_json(tenant, table, result))
-    else:
+        render.emit_json(render.write_json(tenant, table, result) | {"keys_given": given})
+    elif not result.object_ids:
         render.say(
-            f"deleted {result.deleted:,} keys from {tenant}/{table}: "
+            f"deleted 0 keys from {tenant}/{table}: none of the {render.plural(given, 'key')} "
+            "given is there; nothing was written"
+        )
+    else:
+        absent = given - result.deleted
+        note = f" ({render.plural(absent, 'key')} given not there)" if absent else ""
+        render.say(
+            f"deleted {render.plural(result.deleted, 'key')} from {tenant}/{table}{note}: "
             f"commit ts {result.ts} ({format_ts(result.ts)})"
         )
 

@@ -72,6 +72,13 @@ def print_error(message: str) -> None:
     stderr().print(Text(f"error: {one_line}", style="bold red"), soft_wrap=True)
 
 
+def warn(message: str) -> None:
+    """One yellow ``warning:`` line on stderr: something the user should act on,
+    while the command itself succeeded."""
+    one_line = " ".join(message.split())
+    stderr().print(Text(f"warning: {one_line}", style="yellow"), soft_wrap=True)
+
+
 # JSON
 
 
@@ -151,6 +158,11 @@ def _cells(values: Iterable[Any]) -> list[Text]:
 
 def _count(n: int) -> str:
     return f"{n:,}"
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 key``, ``2 keys``, ``1,000 rows``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _table(title: str, caption: str | None = None) -> Table:
