@@ -35,7 +35,9 @@ def sqlite_path(uri: str) -> str:
     if not uri.startswith(PREFIX):
         if uri.startswith("sqlite:"):
             refuse("a sqlite catalog URI starts with sqlite:/// (three slashes) and takes no host")
-        refuse("unsupported scheme (only sqlite catalogs are supported)")
+        raise InvalidArgument(
+            f"unsupported catalog {uri!r}: only SQLite catalogs are supported; use {VALID}"
+        )
     path = uri[len(PREFIX) :]
     if not path.strip():
         refuse("it names no file")
