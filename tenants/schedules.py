@@ -81,10 +81,10 @@ def set_schedule(
         raise InvalidArgument(f"retain age must be longer than zero, got {retain_age_us} µs")
     if retain_age_us is not None:
         check_duration(retain_age_us)
-    if retain_count is not None and not 1 <= retain_count <= MAX_RETAIN_COUNT:
-        raise InvalidArgument(
-            f"retain count must be 1 to {MAX_RETAIN_COUNT:,}, got {retain_count}"
-        )
+    if retain_count is not None and retain_count < 1:
+        raise InvalidArgument(f"retain count must be at least 1, got {retain_count}")
+    if retain_count is not None and retain_count > MAX_RETAIN_COUNT:
+        raise InvalidArgument(f"retain count must be at most {MAX_RETAIN_COUNT:,}, got {retain_count}")
     if not 0 <= first_at_us < US["d"]:
         raise InvalidArgument("the first snapshot time must be a time of day")
     snapshot_name(f"{name_prefix}-20260101T000000Z")

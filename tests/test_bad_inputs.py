@@ -197,7 +197,7 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ("pitr-window-past-1000-years", lambda w: w.store.set_pitr("acme", 365_001 * 86_400_000_000), InvalidArgument, r"at most 365000d"),
     ("schedule-interval-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=2**70), InvalidArgument, r"at most 365000d"),
     ("schedule-retain-age-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_age_us=2**70), InvalidArgument, r"at most 365000d"),
-    ("schedule-retain-count-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_count=2**70), InvalidArgument, r"retain count must be 1 to 1,000,000"),
+    ("schedule-retain-count-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_count=2**70), InvalidArgument, r"retain count must be at most 1,000,000"),
     ("compact-target-zero", lambda w: w.store.compact("acme", target_bytes=0), InvalidArgument, r"invalid compaction target 0 bytes"),
     ("compact-target-negative", lambda w: w.store.compact("acme", target_bytes=-1), InvalidArgument, r"invalid compaction target"),
     ("compact-target-huge", lambda w: w.store.compact("acme", target_bytes=2**70), InvalidArgument, r"invalid compaction target"),

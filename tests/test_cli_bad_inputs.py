@@ -156,7 +156,7 @@ def test_huge_pitr_window_is_one_clear_error_and_changes_nothing(
     [
         ("--every", "999999999999w", r"invalid duration .*: at most 365000d"),
         ("--keep-for", "999999999999w", r"invalid duration .*: at most 365000d"),
-        ("--keep-last", "99999999999999999999", r"retain count must be 1 to 1,000,000"),
+        ("--keep-last", "99999999999999999999", r"retain count must be at most 1,000,000"),
     ],
 )
 def test_huge_schedule_setting_is_one_clear_error(
