@@ -98,7 +98,9 @@ class Warehouse:
             return cls("s3", bucket, prefix, s3 or S3Settings.from_env())
         if parsed.scheme == "file":
             if parsed.netloc not in ("", "localhost"):
-                _refuse(what, uri,
+                _refuse(
+                    what,
+                    uri,
                     f"{parsed.netloc!r} is a host name there, not a directory; "
                     "a file URI takes an absolute path after three slashes",
                 )

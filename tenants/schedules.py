@@ -84,7 +84,9 @@ def set_schedule(
     if retain_count is not None and retain_count < 1:
         raise InvalidArgument(f"retain count must be at least 1, got {retain_count}")
     if retain_count is not None and retain_count > MAX_RETAIN_COUNT:
-        raise InvalidArgument(f"retain count must be at most {MAX_RETAIN_COUNT:,}, got {retain_count}")
+        raise InvalidArgument(
+            f"retain count must be at most {MAX_RETAIN_COUNT:,}, got {retain_count}"
+        )
     if not 0 <= first_at_us < US["d"]:
         raise InvalidArgument("the first snapshot time must be a time of day")
     snapshot_name(f"{name_prefix}-20260101T000000Z")

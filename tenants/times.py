@@ -37,8 +37,7 @@ MIN_TS = 0
 MAX_TS = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // ONE_US
 MAX_DURATION_US = 365_000 * US["d"]
 TIME_FORMS = (
-    "use a snapshot name, an ISO-8601 instant (2026-11-22T10:00:00Z) "
-    "or a ts in µs since the epoch"
+    "use a snapshot name, an ISO-8601 instant (2026-11-22T10:00:00Z) or a ts in µs since the epoch"
 )
 
 

@@ -63,9 +63,7 @@ def connect(path: str) -> sqlite3.Connection:
     timeout = BUSY_TIMEOUT_S
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=timeout
-        )
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -80,9 +78,7 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-def busy_error(
-    error: BaseException, path: str, timeout: float | None = None
-) -> CatalogBusy | None:
+def busy_error(error: BaseException, path: str, timeout: float | None = None) -> CatalogBusy | None:
     """``CatalogBusy`` for SQLite's "database is locked" (by its code, never its text)."""
     if not isinstance(error, sqlite3.OperationalError):
         return None
