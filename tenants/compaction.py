@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from tenants.catalog import Catalog
-from tenants.errors import ConcurrentModification
+from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.object_io import read_object, write_object
 from tenants.objects import (
     ObjectRecord,
@@ -38,6 +38,8 @@ from tenants.tenancy import TableRecord, active_tenant, find_table, tables_at, t
 log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
+# Readers fetch an object whole, so a merged object must fit a reader's memory.
+MAX_TARGET_BYTES = 4 * 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,21 @@ def compact(
     target_bytes: int = DEFAULT_TARGET_BYTES,
     full: bool = False,
 ) -> list[CompactionResult]:
-    """Compact one table, or every live table of the tenant (see ``compact_table``)."""
+    """Compact one table, or every live table of the tenant (see ``compact_table``).
+
+    Raises:
+        InvalidArgument: ``target_bytes`` is not a whole number of bytes from 1
+            to ``MAX_TARGET_BYTES`` (4 GiB).
+    """
+    if (
+        isinstance(target_bytes, bool)
+        or not isinstance(target_bytes, int)
+        or not 1 <= target_bytes <= MAX_TARGET_BYTES
+    ):
+        raise InvalidArgument(
+            f"invalid compaction target {target_bytes!r} bytes: use 1 to {MAX_TARGET_BYTES:,} "
+            "(4 GiB; readers fetch an object whole)"
+        )
     with catalog.snapshot() as tx:
         tenant_rec = active_tenant(tx, tenant)
         now = tx.last_ts()

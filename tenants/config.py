@@ -8,9 +8,10 @@ frozen and picklable: Spark tasks rebuild their clients from them.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from tenants.errors import InvalidArgument
@@ -72,20 +73,43 @@ class Warehouse:
     s3: S3Settings = field(default_factory=S3Settings)
 
     @classmethod
-    def parse(cls, uri: str, s3: S3Settings | None = None) -> Warehouse:
+    def parse(cls, uri: str, s3: S3Settings | None = None, *, what: str = "warehouse") -> Warehouse:
+        """Parse and check a warehouse (or backup destination) URI.
+
+        Accepted: ``s3://bucket[/prefix]``, ``file:///absolute/path`` (also
+        ``file://localhost/absolute/path``) and a bare path. Anything that would
+        silently mean something else is refused: ``file://relwh`` (``relwh`` is a
+        host there, not a directory), ``file://..``, the filesystem root, ``.`` or
+        ``..`` segments in an S3 prefix, and ``?query``/``#fragment`` parts,
+        which would otherwise be dropped.
+
+        Raises:
+            InvalidArgument: naming what is wrong and what a valid URI looks like.
+        """
         parsed = urlparse(uri)
+        if "?" in uri or "#" in uri:
+            _refuse(what, uri, "the URI takes no ?query or #fragment")
         if parsed.scheme == "s3":
-            if not parsed.netloc:
-                raise InvalidArgument(f"invalid warehouse {uri!r}: expected s3://bucket[/prefix]")
-            return cls("s3", parsed.netloc, parsed.path.strip("/"), s3 or S3Settings.from_env())
+            bucket, prefix = parsed.netloc, parsed.path.strip("/")
+            if not _BUCKET.fullmatch(bucket):
+                _refuse(what, uri, f"{bucket!r} is not a bucket name")
+            if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
+                _refuse(what, uri, "the prefix may not have empty, '.' or '..' segments")
+            return cls("s3", bucket, prefix, s3 or S3Settings.from_env())
         if parsed.scheme == "file":
-            path = parsed.path if not parsed.netloc else f"/{parsed.netloc}{parsed.path}"
-            return cls("file", "", str(Path(path).resolve()), S3Settings())
-        if parsed.scheme == "" and uri:
-            return cls("file", "", str(Path(uri).resolve()), S3Settings())
-        raise InvalidArgument(
-            f"invalid warehouse {uri!r}: use s3://bucket/prefix or file:///absolute/path"
-        )
+            if parsed.netloc not in ("", "localhost"):
+                _refuse(
+                    what,
+                    uri,
+                    f"{parsed.netloc!r} is a host name there, not a directory; "
+                    "a file URI takes an absolute path after three slashes",
+                )
+            if not parsed.path.startswith("/"):
+                _refuse(what, uri, "a file URI takes an absolute path after three slashes")
+            return cls("file", "", _directory(what, uri, parsed.path), S3Settings())
+        if parsed.scheme == "" and uri.strip():
+            return cls("file", "", _directory(what, uri, uri), S3Settings())
+        _refuse(what, uri, f"unknown scheme {parsed.scheme!r}" if parsed.scheme else "empty")
 
     @property
     def uri(self) -> str:
@@ -104,6 +128,22 @@ class Warehouse:
         if base and full_key.startswith(base + "/"):
             return full_key[len(base) + 1 :]
         return full_key
+
+
+_BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,254}")
+_VALID_WAREHOUSES = "s3://bucket/prefix, file:///absolute/path or a directory path"
+
+
+def _refuse(what: str, uri: str, why: str) -> NoReturn:
+    raise InvalidArgument(f"invalid {what} {uri!r}: {why}; use {_VALID_WAREHOUSES}")
+
+
+def _directory(what: str, uri: str, path: str) -> str:
+    """The absolute directory ``path`` names; never the filesystem root."""
+    resolved = Path(path).resolve()
+    if resolved == Path(resolved.anchor):
+        _refuse(what, uri, f"it names the filesystem root {resolved}")
+    return str(resolved)
 
 
 def default_home() -> Path:

@@ -59,6 +59,10 @@ class ConcurrentModification(TransientError):
     """Someone else changed what this commit was conditional on."""
 
 
+class CatalogBusy(TransientError):
+    """Another process held the catalog's write lock for longer than the busy timeout."""
+
+
 class CatalogVersionError(RewindError):
     """The catalog was written by a newer Rewind or its DDL was altered."""
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenants.catalog import Tx
-from tenants.errors import NotFound, UnprotectedTime
+from tenants.errors import InvalidArgument, NotFound, UnprotectedTime
 from tenants.protection import protection, wall_now
-from tenants.snapshots import SnapshotRecord, find_snapshot, list_snapshots
+from tenants.snapshots import SNAPSHOT_NAME, SnapshotRecord, find_snapshot, list_snapshots
 from tenants.tenancy import TenantRecord, tenant_by_id
-from tenants.times import format_ts, parse_instant
+from tenants.times import TIME_FORMS, check_ts, format_ts, parse_instant
 
 
 @dataclass(frozen=True)
@@ -199,9 +199,11 @@ def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[Tenant
     the tenant that held the name then is purged or past its retention.
     """
     if isinstance(text, str) and text.strip() and not text.strip()[0].isdigit():
+        if not SNAPSHOT_NAME.fullmatch(text.strip()):  # neither a name nor a time: say both
+            raise InvalidArgument(f"invalid time or snapshot {text.strip()!r}: {TIME_FORMS}")
         holder, snap = snapshot_in_lineage(tx, require_data(tenant), text.strip())
         return require_data(holder), snap.ts, snap.name
-    ts = parse_instant(text) if isinstance(text, str) else int(text)
+    ts = parse_instant(text) if isinstance(text, str) else check_ts(int(text))
     ancestor = holder_at(tx, require_data(tenant), ts)
     if not ancestor.serves:
         raise UnprotectedTime(

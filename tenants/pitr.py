@@ -14,6 +14,7 @@ from tenants.catalog import Tx
 from tenants.errors import InvalidArgument
 from tenants.protection import wall_now
 from tenants.tenancy import TenantRecord
+from tenants.times import check_duration
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ def set_pitr(tx: Tx, tenant: TenantRecord, window_us: int | None) -> PitrWindow 
         raise InvalidArgument(
             f"the PITR window must be longer than zero, got {window_us} µs; use off to turn it off"
         )
+    if window_us is not None:
+        check_duration(window_us)  # past 1000 years: a typo, and past SQLite's int64 soon after
     now = wall_now(tx)
     current = get_pitr(tx, tenant)
     tx.execute("DELETE FROM pitr_windows WHERE tenant_id = ?", (tenant.id,))

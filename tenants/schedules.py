@@ -21,8 +21,9 @@ from tenants.errors import InvalidArgument
 from tenants.protection import protection, wall_now
 from tenants.snapshots import SnapshotRecord, create_snapshot, list_snapshots, snapshot_name
 from tenants.tenancy import TenantRecord
-from tenants.times import US
+from tenants.times import US, check_duration
 
+MAX_RETAIN_COUNT = 1_000_000  # far past any real schedule, well inside SQLite's int64
 _TIME_OF_DAY = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
 
 
@@ -75,10 +76,17 @@ def set_schedule(
 ) -> Schedule:
     if interval_us <= 0:
         raise InvalidArgument("the snapshot interval must be longer than zero")
+    check_duration(interval_us)
     if retain_age_us is not None and retain_age_us <= 0:
         raise InvalidArgument(f"retain age must be longer than zero, got {retain_age_us} µs")
+    if retain_age_us is not None:
+        check_duration(retain_age_us)
     if retain_count is not None and retain_count < 1:
         raise InvalidArgument(f"retain count must be at least 1, got {retain_count}")
+    if retain_count is not None and retain_count > MAX_RETAIN_COUNT:
+        raise InvalidArgument(
+            f"retain count must be at most {MAX_RETAIN_COUNT:,}, got {retain_count}"
+        )
     if not 0 <= first_at_us < US["d"]:
         raise InvalidArgument("the first snapshot time must be a time of day")
     snapshot_name(f"{name_prefix}-20260101T000000Z")

@@ -16,7 +16,7 @@ from tenants.catalog import Row, Tx
 from tenants.errors import AlreadyExists, InvalidArgument, InvalidName, NotFound
 from tenants.protection import protection
 from tenants.tenancy import TenantRecord
-from tenants.times import parse_instant
+from tenants.times import check_ts, parse_instant
 
 SnapshotKind = Literal["manual", "scheduled"]
 SNAPSHOT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
@@ -71,7 +71,7 @@ def create_snapshot(
     if tx.one("SELECT name FROM snapshots WHERE tenant_id = ? AND name = ?", (tenant.id, name)):
         raise AlreadyExists(f"tenant {tenant.name!r} already has a snapshot named {name!r}")
     if at is not None:
-        protection(tx, tenant).require(at)
+        protection(tx, tenant).require(check_ts(at))
     ts = tx.commit_ts()
     snap_ts = ts if at is None else at
     tx.execute(

@@ -82,9 +82,11 @@ class TableStore:
             ForeignWarehouse: the warehouse has no marker and holds data this
                 catalog never wrote, or it is a backup destination.
         """
+        # The warehouse URI is parsed (and a bad one refused) before the catalog
+        # file is created: a malformed command line changes nothing.
+        objects = open_object_store(warehouse_uri or default_warehouse_uri(), s3)
         catalog = open_catalog(catalog_uri or default_catalog_uri(), clock)
         try:
-            objects = open_object_store(warehouse_uri or default_warehouse_uri(), s3)
             claim_warehouse(catalog, objects, adopt=adopt_warehouse)
         except BaseException:
             catalog.close()
@@ -237,9 +239,18 @@ class TableStore:
         *,
         upserts: pa.Table | None = None,
         deletes: pa.Table | None = None,
+        only_present: bool = False,
     ) -> WriteResult:
+        """One commit; see :func:`tenants.writes.write` (``only_present`` counts real deletes)."""
         return write(
-            self.catalog, self.objects, tenant, database, table, upserts=upserts, deletes=deletes
+            self.catalog,
+            self.objects,
+            tenant,
+            database,
+            table,
+            upserts=upserts,
+            deletes=deletes,
+            only_present=only_present,
         )
 
     def plan_read(

@@ -20,8 +20,9 @@ import pyarrow.compute as pc
 
 from tenants.catalog import Catalog, Tx
 from tenants.errors import InvalidArgument, KeyViolation, SchemaMismatch
-from tenants.object_io import write_object
-from tenants.objects import ObjectKind, add_member, insert_object
+from tenants.mvcc import project, resolve
+from tenants.object_io import read_object, write_object
+from tenants.objects import ObjectKind, add_member, insert_object, live_objects
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import TenantRecord, active_tenant, find_table, touch_tenant
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WriteResult:
+    """What one commit wrote: ``deleted`` counts the tombstones written (with
+    ``only_present``, the keys that were visible and are now deleted)."""
+
     ts: int
     upserted: int
     deleted: int
@@ -39,6 +43,7 @@ class WriteResult:
 
 def conform_rows(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
     """Cast ``batch`` to the table's columns, or say exactly what does not match."""
+    _unique_columns(batch, where)
     expected = schema.names
     got = batch.column_names
     missing = [c for c in expected if c not in got]
@@ -53,6 +58,7 @@ def conform_rows(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
 
 def conform_keys(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
     """Cast a batch of keys to the key columns (extra columns are not allowed)."""
+    _unique_columns(batch, where)
     keys = list(schema.primary_key)
     if sorted(batch.column_names) != sorted(keys):
         raise SchemaMismatch(
@@ -60,6 +66,16 @@ def conform_keys(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
             f"got {batch.column_names}"
         )
     return _cast_columns(batch, schema.key_arrow(), where, schema.primary_key)
+
+
+def _unique_columns(batch: pa.Table, where: str) -> None:
+    """Arrow allows a name twice in one table; a batch may not (which one is the value?)."""
+    names = batch.column_names
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise SchemaMismatch(
+            f"batch for {where} has column(s) {repeated} more than once; give each column once"
+        )
 
 
 def _cast_columns(
@@ -142,11 +158,18 @@ def write(
     *,
     upserts: pa.Table | None = None,
     deletes: pa.Table | None = None,
+    only_present: bool = False,
 ) -> WriteResult:
     """Upsert rows and delete keys of one table in one commit.
 
     A key may appear in both ``upserts`` and ``deletes``: that is an update
     (tombstone and version at the same ts; the version wins).
+
+    ``only_present=True`` first drops the delete keys that are not visible
+    (a tombstone for them would hide nothing), so ``deleted`` counts the keys
+    actually deleted; if that leaves nothing to write, nothing is committed and
+    the result has the current ts, no objects and zero counts. It costs a read
+    of the table's keys (see ``present_keys``).
 
     Raises:
         NotFound: unknown tenant or table.
@@ -156,7 +179,45 @@ def write(
     if (upserts is None or upserts.num_rows == 0) and (deletes is None or deletes.num_rows == 0):
         raise InvalidArgument(f"nothing to write to {database}.{table} of tenant {tenant!r}")
     with catalog.transaction() as tx:
-        return commit(tx, store, active_tenant(tx, tenant), database, table, upserts, deletes)
+        tenant_rec = active_tenant(tx, tenant)
+        if only_present and deletes is not None and deletes.num_rows:
+            # Under the write lock nothing commits between this read and the
+            # commit below, so "present" means present just before it.
+            deletes = present_keys(tx, store, tenant_rec, database, table, deletes)
+            if not deletes.num_rows and (upserts is None or not upserts.num_rows):
+                return WriteResult(ts=tx.last_ts(), upserted=0, deleted=0, object_ids=())
+        return commit(tx, store, tenant_rec, database, table, upserts, deletes)
+
+
+def present_keys(
+    tx: Tx,
+    store: ObjectStore,
+    tenant_rec: TenantRecord,
+    database: str,
+    table: str,
+    deletes: pa.Table,
+) -> pa.Table:
+    """The keys of ``deletes`` that are visible now (conformed to the key columns).
+
+    Reads the key columns of every live object of the table, so it costs about
+    what a read of the table costs; only callers that report what a delete
+    removed (the CLI's ``delete``) ask for it.
+    """
+    now = tx.last_ts()
+    target = find_table(tx, tenant_rec, database, table, now)
+    where = f"{tenant_rec.name}/{target.qualified}"
+    pk = list(target.schema.primary_key)
+    keys = conform_keys(deletes, target.schema, where)
+    check_keys(keys, pk, where, "deletes")
+    key_schema = TableSchema(tuple(target.schema.column(k) for k in pk), tuple(pk))
+    data: list[pa.Table] = []
+    tombs: list[pa.Table] = []
+    for record in live_objects(tx, target.id):
+        events = project(read_object(store, record), target.schema, keys_only=True)
+        events = events.join(keys, keys=pk, join_type="left semi")  # only the keys asked about
+        (data if record.kind == "data" else tombs).append(events)
+    visible = resolve(data, tombs, key_schema, now)
+    return visible.cast(target.schema.key_arrow())
 
 
 def commit(

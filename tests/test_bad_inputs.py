@@ -8,17 +8,24 @@ before.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pyarrow as pa
 import pytest
+from lock_helpers import write_lock_held
 
+import tenants.catalog.sqlite as sqlite_backend
+from engine.backup.api import backups, create_backup, delete_backup, restore_backup, show_backup
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import (
     AlreadyExists,
+    CatalogBusy,
+    CorruptObject,
     InvalidArgument,
     InvalidName,
     KeyViolation,
@@ -26,8 +33,10 @@ from tenants.errors import (
     RewindError,
     SchemaMismatch,
     TenantDropped,
+    TransientError,
     UnprotectedTime,
 )
+from tenants.objectstore import open_object_store
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 
@@ -172,6 +181,30 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ("unsupported-type", lambda w: TableSchema.of([("k", "int64"), ("v", "varchar2")], ["k"]), InvalidArgument, r"unsupported column type 'varchar2'"),
     ("read-in-the-future", lambda w: w.store.read("acme", "db", "orders", w.store.now() + 10**12), InvalidArgument, r"in the future"),
     ("read-unprotected-time", lambda w: w.store.read("acme", "db", "orders", 1), UnprotectedTime, r"is not protected"),
+    # times past year 9999 (or past int64) and garbage, wherever a time is parsed
+    ("read-year-10000-iso", lambda w: w.store.read("acme", "db", "orders", "10000-01-01"), InvalidArgument, r"times run from .* to 9999-12-31"),
+    ("read-year-10000-ts", lambda w: w.store.read("acme", "db", "orders", "253402300800000000"), InvalidArgument, r"times run from"),
+    ("read-year-10000-int", lambda w: w.store.read("acme", "db", "orders", 253402300800000000), InvalidArgument, r"times run from"),
+    ("read-past-int64", lambda w: w.store.read("acme", "db", "orders", 2**64), InvalidArgument, r"times run from"),
+    ("read-offset-past-9999", lambda w: w.store.read("acme", "db", "orders", "9999-12-31T23:59:59-01:00"), InvalidArgument, r"times run from"),
+    ("read-garbage-time", lambda w: w.store.read("acme", "db", "orders", "g@"), InvalidArgument, r"invalid time or snapshot 'g@': use a snapshot name, an ISO-8601"),
+    ("resolve-past-int64-text", lambda w: w.store.resolve_time("acme", "9" * 30), InvalidArgument, r"times run from"),
+    ("snapshot-at-year-10000", lambda w: w.store.create_snapshot("acme", "later", at="10000-01-01T00:00:00Z"), InvalidArgument, r"times run from"),
+    ("snapshot-at-past-int64", lambda w: w.store.create_snapshot("acme", "later", at=2**70), InvalidArgument, r"times run from"),
+    ("tables-as-of-year-10000", lambda w: w.store.tables("acme", as_of=253402300800000000), InvalidArgument, r"times run from"),
+    # durations and counts that would overflow SQLite's int64 (or mean nothing)
+    ("pitr-window-huge", lambda w: w.store.set_pitr("acme", 2**70), InvalidArgument, r"at most 365000d"),
+    ("pitr-window-past-1000-years", lambda w: w.store.set_pitr("acme", 365_001 * 86_400_000_000), InvalidArgument, r"at most 365000d"),
+    ("schedule-interval-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=2**70), InvalidArgument, r"at most 365000d"),
+    ("schedule-retain-age-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_age_us=2**70), InvalidArgument, r"at most 365000d"),
+    ("schedule-retain-count-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_count=2**70), InvalidArgument, r"retain count must be at most 1,000,000"),
+    ("compact-target-zero", lambda w: w.store.compact("acme", target_bytes=0), InvalidArgument, r"invalid compaction target 0 bytes"),
+    ("compact-target-negative", lambda w: w.store.compact("acme", target_bytes=-1), InvalidArgument, r"invalid compaction target"),
+    ("compact-target-huge", lambda w: w.store.compact("acme", target_bytes=2**70), InvalidArgument, r"invalid compaction target"),
+    ("compact-target-inf", lambda w: w.store.compact("acme", target_bytes=float("inf")), InvalidArgument, r"invalid compaction target inf"),  # type: ignore[arg-type]
+    # a column named twice: which one is the value? (a KeyError from Arrow before)
+    ("duplicate-column-upsert", write(upserts=pa.Table.from_arrays([pa.array([1]), pa.array(["eu"]), pa.array([1.0]), pa.array([2]), pa.array([3])], names=["id", "region", "amount", "qty", "qty"])), SchemaMismatch, r"column\(s\) \['qty'\] more than once"),
+    ("duplicate-key-column-delete", write(deletes=pa.Table.from_arrays([pa.array([1]), pa.array([1]), pa.array(["eu"])], names=["id", "id", "region"])), SchemaMismatch, r"column\(s\) \['id'\] more than once"),
 ]
 
 
@@ -206,3 +239,130 @@ def test_a_key_differing_in_one_part_is_not_a_duplicate(world: World) -> None:
     assert [(r["id"], r["region"]) for r in world.store.read("acme", "db", "orders").to_pylist()] == [
         (1, "eu"), (4, "eu"), (4, "us"),
     ]
+
+
+# URIs: refused before anything is created, saying what a valid one looks like
+
+BAD_CATALOG_URIS = [
+    ("sqlite:///", r"names no file"),
+    ("sqlite:///:memory:", r"in-memory catalog would vanish"),
+    ("sqlite://host/catalog.db", r"three slashes"),
+    ("sqlite:catalog.db", r"three slashes"),
+    ("sqlite:///catalog.db?mode=ro", r"no \?query"),
+    ("sqlite:///sub/", r"names a directory"),
+]
+BAD_WAREHOUSE_URIS = [
+    ("file://relwh", r"'relwh' is a host name there, not a directory"),
+    ("file://..", r"'\.\.' is a host name there"),
+    ("file:///", r"filesystem root"),
+    ("file:relwh", r"absolute path after three slashes"),
+    ("s3://", r"'' is not a bucket name"),
+    ("s3://bucket/a/../b", r"'\.' or '\.\.' segments"),
+    ("s3://bucket/p?versionId=1", r"no \?query"),
+    ("gs://bucket/p", r"unknown scheme 'gs'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("uri", "match"), BAD_CATALOG_URIS, ids=[u for u, _ in BAD_CATALOG_URIS]
+)
+def test_malformed_catalog_uri_is_refused_and_creates_nothing(
+    uri: str, match: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(InvalidArgument, match=rf"invalid catalog .*{match}.*sqlite:///relative/path"):
+        TableStore.open(uri, f"file://{tmp_path / 'wh'}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]
+
+
+@pytest.mark.parametrize(
+    ("uri", "match"), BAD_WAREHOUSE_URIS, ids=[u for u, _ in BAD_WAREHOUSE_URIS]
+)
+def test_malformed_warehouse_uri_is_refused_before_the_catalog_is_created(
+    uri: str, match: str, tmp_path: Path
+) -> None:
+    catalog = tmp_path / "catalog.db"
+    with pytest.raises(InvalidArgument, match=rf"invalid warehouse .*{match}.*file:///absolute/path"):
+        TableStore.open(f"sqlite:///{catalog}", uri)
+    assert not catalog.exists()
+
+
+def test_malformed_backup_destination_is_refused_by_its_name(world: World) -> None:
+    before = state(world)
+    with pytest.raises(InvalidArgument, match=r"invalid backup destination 'file://relbk'"):
+        create_backup(world.store, "acme", str(world.store.now()), "file://relbk")
+    assert state(world) == before
+
+
+# delete: the count is what was deleted; a delete of absent keys writes nothing
+
+
+def test_deleting_only_absent_keys_writes_nothing_and_counts_zero(world: World) -> None:
+    before = state(world)
+    result = world.store.write(
+        "acme", "db", "orders", deletes=keys(id=[2, 99], region=["us", "eu"]), only_present=True
+    )
+    assert (result.deleted, result.object_ids, result.ts) == (0, (), before.last_ts)
+    assert state(world) == before
+
+
+def test_delete_count_is_the_keys_that_were_there(world: World) -> None:
+    result = world.store.write(
+        "acme", "db", "orders", deletes=keys(id=[1, 2, 99], region=["eu", "us", "eu"]), only_present=True
+    )
+    assert result.deleted == 1 and len(result.object_ids) == 1
+    assert world.store.read("acme", "db", "orders").num_rows == 0
+
+
+# a busy catalog: one clear, retryable error naming the holder; readers never wait
+
+def test_busy_catalog_raises_catalog_busy_naming_the_holder_and_changes_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_S", 0.3, raising=False)
+    before = state(world)
+    path = world.store.catalog.uri[len("sqlite:///") :]
+    with write_lock_held(path) as pid:
+        # Opening an up-to-date catalog and reading never wait for the writer.
+        second = TableStore.open(world.store.catalog.uri, f"s3://{world.bucket}/warehouse", s3=world.s3.settings)
+        try:
+            assert second.read("acme", "db", "orders").num_rows == 1
+            with pytest.raises(CatalogBusy, match=rf"busy, retry: its write lock is held by pid {pid} on ") as raised:
+                second.write("acme", "db", "orders", upserts=rows(id=[8]))
+        finally:
+            second.close()
+    assert isinstance(raised.value, TransientError)
+    assert path in raised.value.message and "HOLD" not in raised.value.message
+    assert state(world) == before
+
+
+# backups: one unreadable manifest does not hide the others
+
+
+def test_backup_list_flags_an_unreadable_manifest_and_lists_the_rest(world: World) -> None:
+    world.store.create_snapshot("acme", "mon")
+    dest_bucket = f"rewind-bad-bk-{uuid.uuid4().hex[:10]}"
+    world.s3.create_bucket(dest_bucket)
+    uri = f"s3://{dest_bucket}/bk"
+    good = create_backup(world.store, "acme", "mon", uri).backup_id
+    bad = create_backup(world.store, "acme", "mon", uri).backup_id
+    dest = open_object_store(uri, world.s3.settings)
+    dest.put(f"backups/{bad}/manifest.json", b'{"kind": "phys')
+
+    listed = {e.backup_id: e for e in backups(uri)}
+    assert listed[good].complete and listed[good].problem is None
+    assert not listed[bad].complete and listed[bad].kind is None
+    assert f"backup {bad}: manifest" in (listed[bad].problem or "")
+    assert "is not valid JSON" in (listed[bad].problem or "")
+    with pytest.raises(CorruptObject, match=rf"backup {bad}: manifest .* is not valid JSON"):
+        show_backup(uri, bad)
+    with pytest.raises(CorruptObject, match=rf"rewind backup delete {uri} {bad}"):
+        restore_backup(world.store, uri, bad, tenant="again")
+
+    # Deleting the good one keeps every object: the unreadable one may use them.
+    objects_before = sorted(i.key for i in dest.list("objects/"))
+    delete_backup(uri, good)
+    assert sorted(i.key for i in dest.list("objects/")) == objects_before
+    delete_backup(uri, bad)
+    assert backups(uri) == []

@@ -20,6 +20,7 @@ from engine.backup.destination import (
     list_backups,
     manifest_kind,
     open_destination,
+    read_manifest,
 )
 from engine.backup.physical import (
     PENDING,
@@ -33,6 +34,7 @@ from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
 from tenants.errors import InvalidArgument, NotFound
 from tenants.names import tenant_name
+from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id
 
@@ -108,8 +110,7 @@ def backups(uri: str) -> list[BackupEntry]:
 
 def show_backup(uri: str, backup_id: str) -> dict[str, Any]:
     dest = open_destination(uri, create=False)
-    manifest_kind(dest, backup_id)
-    raw: dict[str, Any] = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
+    raw = read_manifest(dest, backup_id)
     raw.pop("plan", None)
     objects = raw.pop("objects", None)
     if objects is not None:
@@ -147,11 +148,25 @@ def delete_backup(uri: str, backup_id: str) -> int:
     root = backup_root(backup_id)
     keys = [i.key for i in dest.list(f"{root}/")]
     if not entries[backup_id].complete and f"{root}/{PENDING}" in keys:
-        mine |= set(json.loads(dest.get(f"{root}/{PENDING}"))["objects"])
+        mine |= _pending_objects(dest, f"{root}/{PENDING}")
+    if any(e.problem for e in entries.values() if e.backup_id != backup_id):
+        # Another backup's manifest is unreadable: the shared objects it uses
+        # are unknown, so none is deleted (never delete what we cannot prove
+        # unused). The unreadable one's own objects stay too, for the same reason.
+        mine = set()
     manifest = f"{root}/manifest.json"
     deleted = dest.delete_many([k for k in keys if k == manifest])
     deleted += dest.delete_many([k for k in keys if k != manifest] + sorted(mine - shared))
     return deleted
+
+
+def _pending_objects(dest: ObjectStore, key: str) -> set[str]:
+    """The objects a crashed physical backup recorded; none if the record is unreadable."""
+    try:
+        raw = json.loads(dest.get(key))
+        return {str(path) for path in raw["objects"]}
+    except (ValueError, TypeError, KeyError):
+        return set()
 
 
 def staging_id_for(store: TableStore, backup_id: str, name: str) -> str:
@@ -177,7 +192,7 @@ def restore_backup(
     started = time.perf_counter()
     dest = open_destination(uri, create=False)
     kind = manifest_kind(dest, backup_id)
-    raw = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
+    raw = read_manifest(dest, backup_id)
     name = tenant_name(tenant or raw["source_tenant"])
     if kind == "logical":
         holder = None

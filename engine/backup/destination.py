@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
-from tenants.errors import AlreadyExists, NotFound
+from tenants.errors import AlreadyExists, CorruptObject, NotFound, ObjectMissing
 from tenants.objectstore import ObjectStore, open_object_store
 
 MARKER = "rewind-backups.json"
@@ -24,6 +25,9 @@ MARKER = "rewind-backups.json"
 
 @dataclass(frozen=True)
 class BackupEntry:
+    """One backup as listed. ``complete`` only if its manifest is there and readable;
+    ``problem`` says why a backup with a manifest is not (it is not restorable)."""
+
     backup_id: str
     complete: bool
     kind: str | None
@@ -32,11 +36,12 @@ class BackupEntry:
     at_label: str | None
     created_ts: int | None
     bytes: int
+    problem: str | None = None
 
 
 def open_destination(uri: str, *, create: bool) -> ObjectStore:
     """The store at ``uri``; with ``create``, claim an empty one with the marker."""
-    dest = open_object_store(uri)
+    dest = open_object_store(uri, what="backup destination")
     keys = [info.key for info in _first_keys(dest)]
     if MARKER in keys or _has_marker(dest):
         return dest
@@ -68,8 +73,43 @@ def backup_root(backup_id: str) -> str:
     return f"backups/{backup_id}"
 
 
+def read_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
+    """The backup's manifest as a JSON object.
+
+    Raises:
+        NotFound: no manifest (no such backup, or an incomplete one).
+        CorruptObject: the manifest is there but is not a JSON object.
+    """
+    key = f"{backup_root(backup_id)}/manifest.json"
+    try:
+        data = dest.get(key)
+    except ObjectMissing as e:
+        raise NotFound(
+            f"backup {backup_id} at {dest.warehouse.uri} does not exist or is incomplete (no manifest)"
+        ) from e
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+        raise CorruptObject(
+            f"backup {backup_id}: manifest {dest.warehouse.uri}/{key} is not valid JSON ({e}); "
+            f"the backup cannot be restored: delete it with "
+            f"`rewind backup delete {dest.warehouse.uri} {backup_id}`"
+        ) from e
+    if not isinstance(raw, dict):
+        raise CorruptObject(
+            f"backup {backup_id}: manifest {dest.warehouse.uri}/{key} is not a JSON object; "
+            f"the backup cannot be restored: delete it with "
+            f"`rewind backup delete {dest.warehouse.uri} {backup_id}`"
+        )
+    return raw
+
+
 def list_backups(dest: ObjectStore) -> list[BackupEntry]:
-    """Every backup at the destination, complete or not (no manifest = incomplete)."""
+    """Every backup at the destination, complete or not (no manifest = incomplete).
+
+    One unreadable manifest does not hide the others: that backup is listed
+    with its ``problem`` and the listing goes on.
+    """
     sizes: dict[str, int] = {}
     complete: set[str] = set()
     for info in dest.list("backups/"):
@@ -82,19 +122,7 @@ def list_backups(dest: ObjectStore) -> list[BackupEntry]:
     entries = []
     for backup_id in sorted(sizes):
         if backup_id in complete:
-            raw = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
-            entries.append(
-                BackupEntry(
-                    backup_id,
-                    True,
-                    raw.get("kind", "logical"),
-                    raw.get("source_tenant"),
-                    raw.get("at_ts"),
-                    raw.get("at_label"),
-                    raw.get("created_ts"),
-                    int(raw.get("stored_bytes", sizes[backup_id])),
-                )
-            )
+            entries.append(_listed(dest, backup_id, sizes[backup_id]))
         else:
             entries.append(
                 BackupEntry(backup_id, False, None, None, None, None, None, sizes[backup_id])
@@ -102,15 +130,35 @@ def list_backups(dest: ObjectStore) -> list[BackupEntry]:
     return sorted(entries, key=lambda e: (e.created_ts or 0, e.backup_id))
 
 
-def manifest_kind(dest: ObjectStore, backup_id: str) -> str:
-    from tenants.errors import ObjectMissing
-
+def _listed(dest: ObjectStore, backup_id: str, size: int) -> BackupEntry:
+    """The entry of a backup with a manifest; a flagged one if it cannot be read."""
     try:
-        raw = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
-    except ObjectMissing as e:
-        raise NotFound(
-            f"backup {backup_id} at {dest.warehouse.uri} does not exist or is incomplete (no manifest)"
-        ) from e
+        raw = read_manifest(dest, backup_id)
+        return BackupEntry(
+            backup_id,
+            True,
+            str(raw.get("kind", "logical")),
+            _optional(raw.get("source_tenant"), str),
+            _optional(raw.get("at_ts"), int),
+            _optional(raw.get("at_label"), str),
+            _optional(raw.get("created_ts"), int),
+            int(raw.get("stored_bytes", size)),
+        )
+    except (CorruptObject, NotFound) as e:  # NotFound: deleted since it was listed
+        problem = e.message
+    except (TypeError, ValueError) as e:
+        problem = f"backup {backup_id}: its manifest has a field of the wrong type ({e})"
+    return BackupEntry(backup_id, False, None, None, None, None, None, size, problem)
+
+
+def _optional(value: Any, kind: type) -> Any:
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        raise TypeError(f"{value!r} is not {kind.__name__}")
+    return value
+
+
+def manifest_kind(dest: ObjectStore, backup_id: str) -> str:
+    raw = read_manifest(dest, backup_id)
     kind = raw.get("kind", "logical")
     if raw.get("format") == "rewind-dump":
         return "logical"

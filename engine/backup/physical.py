@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from engine.backup.destination import backup_root
+from engine.backup.destination import backup_root, read_manifest
 from engine.logical.reload import discard_staging
 from engine.restore.members import live_members
 from engine.restore.plan import RestorePlan, plan_in
@@ -168,7 +168,7 @@ def _rewrite(
 
 
 def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
-    raw = json.loads(dest.get(f"{backup_root(backup_id)}/manifest.json"))
+    raw = read_manifest(dest, backup_id)
     if raw.get("format") != FORMAT or raw.get("format_version") != FORMAT_VERSION:
         raise InvalidArgument(
             f"backup {backup_id} has format {raw.get('format')!r} version {raw.get('format_version')!r}; "

@@ -68,7 +68,7 @@ def create(
 
 @app.command("list")
 def list_(ctx: typer.Context, uri: Uri) -> None:
-    """List the backups at a destination (incomplete ones too)."""
+    """List the backups at a destination (incomplete and unreadable ones too, flagged)."""
     state = cli_state(ctx)
     entries = backups(uri)
     if state.json:
@@ -86,9 +86,16 @@ def list_(ctx: typer.Context, uri: Uri) -> None:
             "" if e.at_ts is None else str(e.at_ts),
             "" if e.created_ts is None else format_ts(e.created_ts),
             human_bytes(e.bytes),
-            "yes" if e.complete else "NO (no manifest; delete it)",
+            "yes"
+            if e.complete
+            else "NO (unreadable manifest; delete it)"
+            if e.problem
+            else "NO (no manifest; delete it)",
         )
     render.show(table)
+    for e in entries:
+        if e.problem:
+            render.warn(e.problem)
 
 
 @app.command("show")

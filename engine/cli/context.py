@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 
 import typer
 
+from tenants.errors import InvalidArgument
 from tenants.names import qualified_table, tenant_name
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
+from tenants.times import parse_instant
 
 
 @dataclass
@@ -68,6 +70,20 @@ def new_tenant_arg(text: str) -> str:
 def table_arg(text: str) -> tuple[str, str]:
     """``DB.TABLE`` → (database, table), validated before any I/O."""
     return qualified_table(text)
+
+
+def instant_arg(option: str, text: str) -> int:
+    """An ISO-8601 instant or a raw ts (never a snapshot name), parsed before any I/O.
+
+    For options documented as a time (``--at``): a word such as ``now`` is
+    refused rather than looked up as a snapshot of that name.
+    """
+    if not text.strip()[:1].isdigit():
+        raise InvalidArgument(
+            f"invalid {option} {text!r}: use an ISO-8601 instant (2026-11-22T10:00:00Z) "
+            "or a ts in µs since the epoch; for a snapshot use --snapshot NAME"
+        )
+    return parse_instant(text)
 
 
 def resolve_as_of(store: TableStore, tenant: str, text: str) -> int:

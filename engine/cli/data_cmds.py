@@ -19,13 +19,14 @@ import typer
 
 from engine.cli import render
 from engine.cli.context import cli_state, resolve_as_of, table_arg, tenant_arg
-from tenants.compaction import DEFAULT_TARGET_BYTES
+from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES
 from tenants.errors import InvalidArgument
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tenants.times import format_ts
 
 MIB = 1024 * 1024
+CSV_MAX_ROW_BYTES = 1024 * MIB
 TABLE_VIEW_LIMIT = 100
 CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zst")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -55,33 +56,87 @@ class ReaderChoice(StrEnum):
 def read_file(path: Path, target: pa.Schema) -> pa.Table:
     """Read a Parquet or CSV file into Arrow, ready for the write path.
 
-    CSV types are inferred, except that columns the table stores as text are
-    read as text: inference would turn ``007`` into 7 before the write path
-    could cast it back to a string. Everything else is cast (and checked) by
-    the write path, so CSV and Parquet follow the same rules.
+    CSV types are inferred, except that columns the table stores as text (or
+    bytes) are read as text: inference would turn ``007`` into 7 before the
+    write path could cast it back to a string. Everything else is cast (and
+    checked) by the write path, so CSV and Parquet follow the same rules.
+
+    CSV nulls follow PostgreSQL's ``COPY ... CSV``: only an unquoted empty field
+    is null, in every column. A quoted empty field (``""``) is the empty string,
+    and any other text is data: ``nan``, ``NULL`` or ``N/A`` stay text in a
+    text column, and ``nan`` is NaN in a float column. pyarrow's ``write_csv``
+    writes exactly this way, so its files round-trip.
 
     Raises:
-        InvalidArgument: unknown extension, or the file cannot be parsed.
+        InvalidArgument: unknown extension, the file cannot be parsed, or two of
+            its columns share a name.
     """
     name = path.name.lower()
     try:
         if name.endswith(PARQUET_SUFFIXES):
-            return pq.read_table(path)
+            return _unique_columns(path, pq.read_table(path))
         if name.endswith(CSV_SUFFIXES):
-            text_types = {
-                f.name: f.type
-                for f in target
-                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-            }
-            return pa_csv.read_csv(
-                path, convert_options=pa_csv.ConvertOptions(column_types=text_types)
-            )
+            return _unique_columns(path, _read_csv(path, target))
     except (pa.ArrowInvalid, OSError) as e:
-        raise InvalidArgument(f"cannot read {path}: {e}") from e
+        raise InvalidArgument(f"cannot read {path}: {_short(str(e))}") from e
     raise InvalidArgument(
         f"cannot tell the format of {path}: use a file ending in "
         f"{', '.join(PARQUET_SUFFIXES + CSV_SUFFIXES)}"
     )
+
+
+def _read_csv(path: Path, target: pa.Schema) -> pa.Table:
+    text_types = {
+        f.name: pa.string() if pa.types.is_binary(f.type) else f.type
+        for f in target
+        if pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+        or pa.types.is_binary(f.type)
+    }
+    convert = pa_csv.ConvertOptions(
+        column_types=text_types,
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+    )
+    try:
+        return pa_csv.read_csv(path, convert_options=convert)
+    except pa.ArrowInvalid as e:
+        # A row longer than pyarrow's block (1 MiB) fails with this message, the
+        # only sign pyarrow gives (no error code). Such rows are rare, so only
+        # then read again with blocks as large as the largest row we accept.
+        if "straddl" not in str(e):
+            raise
+    try:
+        return pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(block_size=CSV_MAX_ROW_BYTES),
+            convert_options=convert,
+        )
+    except pa.ArrowInvalid as e:
+        if "straddl" not in str(e):
+            raise
+        raise InvalidArgument(
+            f"cannot read {path}: a row is longer than {CSV_MAX_ROW_BYTES // MIB} MiB; "
+            "load such values from a Parquet file"
+        ) from e
+
+
+def _unique_columns(path: Path, rows: pa.Table) -> pa.Table:
+    """Refuse a file naming a column twice: which of the two would be the value?"""
+    names = rows.column_names
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidArgument(
+            f"cannot load {path}: column(s) {repeated} appear more than once in its header; "
+            "give each column once"
+        )
+    return rows
+
+
+def _short(message: str, limit: int = 300) -> str:
+    """pyarrow quotes the offending row, which may be megabytes long."""
+    return message if len(message) <= limit else f"{message[:limit]}... (cut)"
 
 
 def _schema(store: TableStore, tenant: str, database: str, table: str) -> TableSchema:
@@ -105,8 +160,8 @@ def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -
         render.emit_json(render.write_json(tenant, table, result))
     else:
         render.say(
-            f"loaded {result.upserted:,} rows into {tenant}/{table} from {file.name}: "
-            f"commit ts {result.ts} ({format_ts(result.ts)})"
+            f"loaded {render.plural(result.upserted, 'row')} into {tenant}/{table} "
+            f"from {file.name}: commit ts {result.ts} ({format_ts(result.ts)})"
         )
 
 
@@ -132,12 +187,21 @@ def delete(
     database, name = table_arg(table)
     store = state.store()
     key_rows = read_file(keys, _schema(store, tenant, database, name).key_arrow())
-    result = store.write(tenant, database, name, deletes=key_rows)
+    # Only keys that are there get a tombstone, so the count is what was deleted.
+    result = store.write(tenant, database, name, deletes=key_rows, only_present=True)
+    given = key_rows.num_rows
     if state.json:
-        render.emit_json(render.write_json(tenant, table, result))
-    else:
+        render.emit_json(render.write_json(tenant, table, result) | {"keys_given": given})
+    elif not result.object_ids:
         render.say(
-            f"deleted {result.deleted:,} keys from {tenant}/{table}: "
+            f"deleted 0 keys from {tenant}/{table}: none of the {render.plural(given, 'key')} "
+            "given is there; nothing was written"
+        )
+    else:
+        absent = given - result.deleted
+        note = f" ({render.plural(absent, 'key')} given not there)" if absent else ""
+        render.say(
+            f"deleted {render.plural(result.deleted, 'key')} from {tenant}/{table}{note}: "
             f"commit ts {result.ts} ({format_ts(result.ts)})"
         )
 
@@ -158,7 +222,6 @@ def query(
         int | None,
         typer.Option(
             "--limit",
-            min=0,
             help=f"Print at most N rows (default: {TABLE_VIEW_LIMIT} in "
             "the table view, all with --json).",
             show_default=False,
@@ -172,13 +235,16 @@ def query(
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
+    if limit is not None and limit < 0:
+        raise InvalidArgument(f"invalid --limit {limit}: use 0 or more rows")
     store = state.store()
     # Pin "now" to a ts, so the title names exactly the time that was read.
     ts = store.now() if as_of is None else resolve_as_of(store, tenant, as_of)
     rows = store.read(tenant, database, name, ts, reader=reader.value)
     if limit is None and not state.json:
         limit = TABLE_VIEW_LIMIT
-    shown = rows if limit is None else rows.slice(0, limit)
+    # Any limit past the row count shows every row (slice() wants a C long).
+    shown = rows if limit is None else rows.slice(0, min(limit, rows.num_rows))
     if state.json:
         render.emit_rows_json(shown)
     else:
@@ -204,8 +270,12 @@ def compact(
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table) if table is not None else (None, None)
-    if not target_mb > 0:
-        raise InvalidArgument(f"invalid --target-mb {target_mb}: must be greater than 0")
+    # `not <=` also refuses nan; inf and 1e308 fail the upper bound before int().
+    if not 0 < target_mb <= MAX_TARGET_BYTES / MIB:
+        raise InvalidArgument(
+            f"invalid --target-mb {target_mb}: use a size above 0 and at most "
+            f"{MAX_TARGET_BYTES // MIB} MiB"
+        )
     results = state.store().compact(
         tenant, database, name, target_bytes=max(1, int(target_mb * MIB))
     )

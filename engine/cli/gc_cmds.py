@@ -20,6 +20,7 @@ from engine.gc.collect import DEFAULT_GRACE_US
 from engine.gc.reclaim import DEFAULT_THRESHOLD, DamagedObject
 from engine.gc.run import GcReport, run_gc
 from engine.gc.storage import storage
+from tenants.errors import InvalidArgument
 from tenants.times import format_duration, format_ts, parse_duration
 
 EXIT_DAMAGED = 3  # finished, but found damaged objects (reported, kept)
@@ -55,6 +56,8 @@ def gc_cmd(
 ) -> None:
     """Collect garbage: expired tenants, versions no protected time needs, unreferenced objects, orphans."""
     state = cli_state(ctx)
+    if not 0 <= threshold <= 1:  # also refuses nan
+        raise InvalidArgument(f"invalid --threshold {threshold}: use a fraction from 0 to 1")
     grace_us = 0 if grace.strip() in ("0", "0s") else parse_duration(grace)
     report = run_gc(
         state.store(),

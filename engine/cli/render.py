@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -72,6 +73,13 @@ def print_error(message: str) -> None:
     stderr().print(Text(f"error: {one_line}", style="bold red"), soft_wrap=True)
 
 
+def warn(message: str) -> None:
+    """One yellow ``warning:`` line on stderr: something the user should act on,
+    while the command itself succeeded."""
+    one_line = " ".join(message.split())
+    stderr().print(Text(f"warning: {one_line}", style="yellow"), soft_wrap=True)
+
+
 # JSON
 
 
@@ -86,15 +94,54 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float spelled as a string.
+
+    JSON has no NaN or infinity, and ``json.dumps`` would write the bare words
+    ``NaN``/``Infinity``, which strict parsers (``jq``, browsers, Go) reject. As
+    PostgreSQL's and Snowflake's JSON output do, they become the strings
+    ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``: still distinct from null
+    (an empty CSV field), and parseable back (``float("NaN")``).
+    """
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """Strict JSON (``allow_nan=False``): every document the CLI prints goes through here."""
+    return json.dumps(finite(value), default=json_default, indent=indent, allow_nan=False)
+
+
 def emit_json(value: Any) -> None:
     """One JSON document on stdout."""
-    print(json.dumps(value, default=json_default, indent=2))
+    print(json_text(value, indent=2))
 
 
 def emit_rows_json(rows: pa.Table) -> None:
     """Rows as a JSON array with one row object per line: one document, yet grep-able."""
-    lines = [json.dumps(row, default=json_default) for row in rows.to_pylist()]
+    if _may_hold_floats(rows.schema):
+        lines = [json_text(row) for row in rows.to_pylist()]
+    else:  # no float anywhere: skip the walk over every value
+        lines = [json.dumps(row, default=json_default, allow_nan=False) for row in rows.to_pylist()]
     print("[\n" + ",\n".join(lines) + "\n]" if lines else "[]")
+
+
+def _may_hold_floats(schema: pa.Schema) -> bool:
+    """True if any column, or any field nested in one, is a float type."""
+    return any(_has_float(field.type) for field in schema)
+
+
+def _has_float(kind: pa.DataType) -> bool:
+    if pa.types.is_floating(kind):
+        return True
+    return any(_has_float(kind.field(i).type) for i in range(kind.num_fields))
 
 
 def ts_json(ts: int | None) -> dict[str, Any]:
@@ -151,6 +198,11 @@ def _cells(values: Iterable[Any]) -> list[Text]:
 
 def _count(n: int) -> str:
     return f"{n:,}"
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 key``, ``2 keys``, ``1,000 rows``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _table(title: str, caption: str | None = None) -> Table:

@@ -20,7 +20,7 @@ from rich.progress import (
 )
 
 from engine.cli import render
-from engine.cli.context import cli_state, tenant_arg
+from engine.cli.context import cli_state, instant_arg, tenant_arg
 from engine.cli.restore_render import (
     history_tables,
     job_json,
@@ -44,6 +44,7 @@ from engine.restore.rewrite import RewriteResult
 from engine.restore.verify import check_level
 from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
+from tenants.snapshots import snapshot_name
 from tenants.store import TableStore
 
 
@@ -111,10 +112,14 @@ def restore_tenant_cmd(
         return
     if (snapshot is None) == (at is None):
         raise InvalidArgument("say what to restore to: exactly one of --snapshot NAME or --at TIME")
-    point = snapshot if snapshot is not None else at
-    assert point is not None
     if snapshot is not None and snapshot[:1].isdigit():
         raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
+    point: str | int
+    if snapshot is not None:
+        point = snapshot_name(snapshot)
+    else:
+        assert at is not None
+        point = instant_arg("--at", at)
     if dry_run:
         plan = plan_restore(store.catalog, tenant, point, to=to)
         chosen = choose_executor(executor, plan.totals()["rewrite"][1]).name

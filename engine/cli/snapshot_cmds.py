@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from engine.cli import render, snapshot_render
-from engine.cli.context import CliState, cli_state, tenant_arg
+from engine.cli.context import CliState, cli_state, instant_arg, tenant_arg
 from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import lineage_snapshots, snapshot_in_lineage
 from tenants.protection import wall_now
@@ -22,7 +22,7 @@ from tenants.schedules import clear_schedule, get_schedule, parse_time_of_day
 from tenants.snapshots import SnapshotRecord, snapshot_name
 from tenants.store import TableStore
 from tenants.tenancy import active_tenant, find_tenant
-from tenants.times import format_ts, parse_duration, parse_instant
+from tenants.times import format_ts, parse_duration
 
 app = typer.Typer(
     help="Create, list, show and drop snapshots; schedule them.", no_args_is_help=True
@@ -37,16 +37,6 @@ SnapshotName = Annotated[
 class KindChoice(StrEnum):
     manual = "manual"
     scheduled = "scheduled"
-
-
-def _instant_arg(option: str, text: str) -> int:
-    """An ISO-8601 instant or a raw ts, parsed before any I/O."""
-    if not text.strip()[:1].isdigit():
-        raise InvalidArgument(
-            f"invalid {option} {text!r}: use an ISO-8601 instant (2026-11-22T10:00:00Z) "
-            "or a ts in µs since the epoch"
-        )
-    return parse_instant(text)
 
 
 @app.command("create")
@@ -68,7 +58,7 @@ def create(
     state = cli_state(ctx)
     tenant_arg(tenant)
     snapshot_name(name)
-    at_ts = None if at is None else _instant_arg("--at", at)
+    at_ts = None if at is None else instant_arg("--at", at)
     record = state.store().create_snapshot(tenant, name, at=at_ts)
     if state.json:
         render.emit_json({"tenant": tenant, **snapshot_render.snapshot_json(record)})

@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlparse
 
 from tenants.catalog.migrations import LATEST_VERSION, MIGRATIONS, ddl_fingerprint
-from tenants.errors import CatalogVersionError, InvalidArgument
+from tenants.errors import CatalogVersionError, RewindError
 
 Row = dict[str, Any]
 Clock = Callable[[], int]
+BusyTranslator = Callable[[BaseException], RewindError | None]
 
 
 def wall_clock_us() -> int:
@@ -87,11 +87,21 @@ class Tx:
 class Catalog:
     """A SQL catalog on one connection, serialised by a lock for thread safety."""
 
-    def __init__(self, conn: Any, uri: str, clock: Clock = wall_clock_us) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        uri: str,
+        clock: Clock = wall_clock_us,
+        *,
+        busy: BusyTranslator | None = None,
+    ) -> None:
+        """``busy`` turns the backend's lock-timeout error into ``CatalogBusy``
+        (or returns ``None`` for any other error)."""
         self._conn = conn
         self._lock = threading.RLock()
         self.uri = uri
         self.clock = clock
+        self._busy = busy
         self._migrate()
 
     @contextmanager
@@ -100,8 +110,11 @@ class Catalog:
 
         ``rollback=True`` runs the same statements and then discards them: a dry
         run sees exactly what the real run would decide.
+
+        Raises:
+            CatalogBusy: another process kept the write lock past the busy timeout.
         """
-        with self._lock:
+        with self._lock, self._translated():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield Tx(self._conn, self)
@@ -112,13 +125,24 @@ class Catalog:
 
     @contextmanager
     def snapshot(self) -> Iterator[Tx]:
-        """A read-only transaction with a consistent view."""
-        with self._lock:
+        """A read-only transaction with a consistent view (never waits for a writer)."""
+        with self._lock, self._translated():
             self._conn.execute("BEGIN")
             try:
                 yield Tx(self._conn, self)
             finally:
                 self._conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Lock timeouts anywhere in a transaction become ``CatalogBusy``."""
+        try:
+            yield
+        except Exception as e:
+            error = self._busy(e) if self._busy is not None else None
+            if error is None:
+                raise
+            raise error from e
 
     def close(self) -> None:
         with self._lock:
@@ -130,8 +154,13 @@ class Catalog:
             return int(tx.scalar("SELECT value FROM meta WHERE key = 'schema_version'"))
 
     def _migrate(self) -> None:
-        """Bring the catalog to ``LATEST_VERSION``, one step per transaction."""
-        with self.transaction() as tx:
+        """Bring the catalog to ``LATEST_VERSION``, one step per transaction.
+
+        The version is read in a read transaction: opening an up-to-date catalog
+        never waits for a writer, so read-only commands run beside a long write.
+        Each step re-checks the version under the write lock.
+        """
+        with self.snapshot() as tx:
             exists = tx.scalar(
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
             )
@@ -177,11 +206,18 @@ class Catalog:
 
 
 def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
-    """Open (creating and migrating as needed) the catalog named by ``uri``."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "sqlite":
-        from tenants.catalog.sqlite import connect
+    """Open (creating and migrating as needed) the catalog named by ``uri``.
 
-        path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else parsed.path
-        return Catalog(connect(path), uri, clock)
-    raise InvalidArgument(f"unsupported catalog {uri!r}: use sqlite:///path/to/catalog.db")
+    ``sqlite:///relative/path.db`` is relative to the working directory and
+    ``sqlite:////absolute/path.db`` absolute (SQLAlchemy's convention). A URI
+    naming no file, ``:memory:`` (a catalog that vanishes with the process,
+    taking the only record of the warehouse's objects with it), a directory, a
+    host or a ``?query`` is refused before anything is created.
+
+    Raises:
+        InvalidArgument: the URI is malformed; the message shows valid ones.
+    """
+    from tenants.catalog.sqlite import busy_error, connect, sqlite_path
+
+    path = sqlite_path(uri)
+    return Catalog(connect(path), uri, clock, busy=lambda error: busy_error(error, path))

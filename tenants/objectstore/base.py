@@ -76,9 +76,14 @@ class ObjectStore(Protocol):
         ...
 
 
-def open_object_store(uri: str, s3: S3Settings | None = None) -> ObjectStore:
-    """The store for ``uri``: ``s3://bucket/prefix`` or ``file:///path``."""
-    warehouse = Warehouse.parse(uri, s3)
+def open_object_store(
+    uri: str, s3: S3Settings | None = None, *, what: str = "warehouse"
+) -> ObjectStore:
+    """The store for ``uri``: ``s3://bucket/prefix`` or ``file:///path``.
+
+    ``what`` names the URI's role in errors ("warehouse", "backup destination").
+    """
+    warehouse = Warehouse.parse(uri, s3, what=what)
     if warehouse.scheme == "s3":
         from tenants.objectstore.s3 import S3ObjectStore
 
