@@ -208,6 +208,7 @@ def present_keys(
     where = f"{tenant_rec.name}/{target.qualified}"
     pk = list(target.schema.primary_key)
     keys = conform_keys(deletes, target.schema, where)
+    keys = canonical_float_keys(keys, pk, tenant_rec.name, target.qualified, "deletes")
     check_keys(keys, pk, where, "deletes")
     key_schema = TableSchema(tuple(target.schema.column(k) for k in pk), tuple(pk))
     data: list[pa.Table] = []
