@@ -382,3 +382,17 @@ def test_busy_catalog_is_one_line_naming_the_holder_and_readers_carry_on(
         assert "not released within 0.3 s" in line
     assert snapshot_state() == before
     ok(rewind("tenant", "create", "globex"))  # and once it is free, the same command works
+
+
+@pytest.mark.parametrize("where", ["global", "command"])
+def test_an_error_under_json_is_one_json_line_and_changes_nothing(
+    rewind: Rewind, where: str
+) -> None:
+    ok(rewind("tenant", "create", "acme"))
+    args = ["restore-tenant", "acme", "--snapshot", "nope"]
+    result = rewind("--json", *args) if where == "global" else rewind(*args, "--json")
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.strip().splitlines()
+    error = json.loads(line)["error"]
+    assert error["type"] == "NotFound" and "nope" in error["message"]
+    assert result.stdout.strip() == ""

@@ -1,7 +1,8 @@
 """The root ``rewind`` command: global options, sub-commands and error mapping.
 
 :class:`RewindGroup` is the one place where a :class:`~tenants.errors.RewindError`
-becomes a one-line red message on stderr and exit code 1. It sits in the root
+becomes a one-line red message on stderr (one JSON line under ``--json``) and
+exit code 1. It sits in the root
 command's ``invoke`` rather than in :func:`main`, so the console script, the
 demo and ``typer.testing.CliRunner`` all get the same behaviour. Usage errors
 (a missing argument, an unknown option) are typer's and keep its exit code 2;
@@ -37,13 +38,21 @@ EXIT_ERROR = 1
 class RewindGroup(TyperGroup):
     """The root command; maps every ``RewindError`` raised below it to exit 1."""
 
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        # --json is global, and some commands take it too: either asks for JSON errors.
+        ctx.meta["json_errors"] = "--json" in args
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except RewindError as error:
             if ctx.params.get("verbose"):
                 render.stderr().print_exception(show_locals=False)
-            render.print_error(error.message)
+            if ctx.meta.get("json_errors"):
+                render.print_error_json(type(error).__name__, error.message)
+            else:
+                render.print_error(error.message)
             raise typer.Exit(EXIT_ERROR) from None
 
 

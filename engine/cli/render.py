@@ -73,6 +73,16 @@ def print_error(message: str) -> None:
     stderr().print(Text(f"error: {one_line}", style="bold red"), soft_wrap=True)
 
 
+def print_error_json(kind: str, message: str) -> None:
+    """The error as one JSON line on stderr, for ``--json``: ``{"error": {"type", "message"}}``.
+
+    stderr, like the text form: stdout carries only a command's results, so a
+    pipeline never mistakes an error for output; the exit status says which.
+    """
+    one_line = " ".join(message.split())
+    print(json_text({"error": {"type": kind, "message": one_line}}), file=sys.stderr)
+
+
 def warn(message: str) -> None:
     """One yellow ``warning:`` line on stderr: something the user should act on,
     while the command itself succeeded."""
