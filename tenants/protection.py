@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tenants.catalog import Tx
+from tenants.catalog.pitr import pitr_window
 from tenants.catalog.snapshots import snapshot_points
 from tenants.errors import InvalidArgument, UnprotectedTime
 from tenants.tenancy import TenantRecord
@@ -105,7 +106,8 @@ def protection(tx: Tx, tenant: TenantRecord) -> Protection:
     now = tenant.dropped_ts if tenant.dropped_ts is not None else wall_now(tx)
     snapshots = tuple(snapshot_points(tx, tenant.id))
     window = None
-    row = tx.one("SELECT window_us, since_ts FROM pitr_windows WHERE tenant_id = ?", (tenant.id,))
-    if row is not None:
-        window = (max(now - int(row["window_us"]), int(row["since_ts"])), now)
+    pitr = pitr_window(tx, tenant.id)
+    if pitr is not None:
+        window_us, since_ts = pitr
+        window = (max(now - window_us, since_ts), now)
     return Protection(tenant, now, snapshots, window, tenant.last_change_ts)
