@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenants.catalog import Tx
+from tenants.catalog.pitr import delete_pitr_window, insert_pitr_window, pitr_window
 from tenants.errors import InvalidArgument
 from tenants.protection import wall_now
 from tenants.tenancy import TenantRecord
@@ -27,8 +28,8 @@ class PitrWindow:
 
 
 def get_pitr(tx: Tx, tenant: TenantRecord) -> PitrWindow | None:
-    row = tx.one("SELECT window_us, since_ts FROM pitr_windows WHERE tenant_id = ?", (tenant.id,))
-    return None if row is None else PitrWindow(int(row["window_us"]), int(row["since_ts"]))
+    found = pitr_window(tx, tenant.id)
+    return None if found is None else PitrWindow(*found)
 
 
 def set_pitr(tx: Tx, tenant: TenantRecord, window_us: int | None) -> PitrWindow | None:
@@ -41,13 +42,10 @@ def set_pitr(tx: Tx, tenant: TenantRecord, window_us: int | None) -> PitrWindow 
         check_duration(window_us)  # past 1000 years: a typo, and past SQLite's int64 soon after
     now = wall_now(tx)
     current = get_pitr(tx, tenant)
-    tx.execute("DELETE FROM pitr_windows WHERE tenant_id = ?", (tenant.id,))
+    delete_pitr_window(tx, tenant.id)
     if window_us is None:
         return None
     # Times already inside the old window stay protected; nothing older is.
     since = current.start(now) if current else now
-    tx.execute(
-        "INSERT INTO pitr_windows (tenant_id, window_us, since_ts) VALUES (?, ?, ?)",
-        (tenant.id, window_us, since),
-    )
+    insert_pitr_window(tx, tenant.id, window_us, since)
     return PitrWindow(window_us, since)

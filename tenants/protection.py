@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tenants.catalog import Tx
+from tenants.catalog.pitr import pitr_window
+from tenants.catalog.snapshots import snapshot_points
 from tenants.errors import InvalidArgument, UnprotectedTime
 from tenants.tenancy import TenantRecord
 from tenants.times import format_ts
@@ -102,14 +104,10 @@ def wall_now(tx: Tx) -> int:
 def protection(tx: Tx, tenant: TenantRecord) -> Protection:
     # A dropped tenant changes no more: its "now" is the moment it was dropped.
     now = tenant.dropped_ts if tenant.dropped_ts is not None else wall_now(tx)
-    snapshots = tuple(
-        (int(r["ts"]), str(r["name"]))
-        for r in tx.all(
-            "SELECT ts, name FROM snapshots WHERE tenant_id = ? ORDER BY ts, name", (tenant.id,)
-        )
-    )
+    snapshots = tuple(snapshot_points(tx, tenant.id))
     window = None
-    row = tx.one("SELECT window_us, since_ts FROM pitr_windows WHERE tenant_id = ?", (tenant.id,))
-    if row is not None:
-        window = (max(now - int(row["window_us"]), int(row["since_ts"])), now)
+    pitr = pitr_window(tx, tenant.id)
+    if pitr is not None:
+        window_us, since_ts = pitr
+        window = (max(now - window_us, since_ts), now)
     return Protection(tenant, now, snapshots, window, tenant.last_change_ts)

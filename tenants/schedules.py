@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tenants.catalog import Tx
+from tenants.catalog.schedules import delete_schedule, insert_schedule, schedule_row
+from tenants.catalog.snapshots import delete_snapshot
 from tenants.errors import InvalidArgument
 from tenants.protection import protection, wall_now
 from tenants.snapshots import SnapshotRecord, create_snapshot, list_snapshots, snapshot_name
@@ -91,17 +93,22 @@ def set_schedule(
         raise InvalidArgument("the first snapshot time must be a time of day")
     snapshot_name(f"{name_prefix}-20260101T000000Z")
     set_ts = wall_now(tx)
-    tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
-    tx.execute(
-        "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
-        "retain_count, name_prefix, set_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (tenant.id, first_at_us, interval_us, retain_age_us, retain_count, name_prefix, set_ts),
+    delete_schedule(tx, tenant.id)
+    insert_schedule(
+        tx,
+        tenant.id,
+        first_at_us=first_at_us,
+        interval_us=interval_us,
+        retain_age_us=retain_age_us,
+        retain_count=retain_count,
+        name_prefix=name_prefix,
+        set_ts=set_ts,
     )
     return Schedule(first_at_us, interval_us, retain_age_us, retain_count, name_prefix, set_ts)
 
 
 def get_schedule(tx: Tx, tenant: TenantRecord) -> Schedule | None:
-    row = tx.one("SELECT * FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
+    row = schedule_row(tx, tenant.id)
     if row is None:
         return None
     return Schedule(
@@ -115,7 +122,7 @@ def get_schedule(tx: Tx, tenant: TenantRecord) -> Schedule | None:
 
 
 def clear_schedule(tx: Tx, tenant: TenantRecord) -> None:
-    tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
+    delete_schedule(tx, tenant.id)
 
 
 def tick(tx: Tx, tenant: TenantRecord) -> TickResult:
@@ -150,5 +157,5 @@ def _expire(tx: Tx, tenant: TenantRecord, schedule: Schedule, now: int) -> list[
         if too_old or too_many:
             doomed.append(snap)
     for snap in doomed:
-        tx.execute("DELETE FROM snapshots WHERE tenant_id = ? AND name = ?", (tenant.id, snap.name))
+        delete_snapshot(tx, tenant.id, snap.name)
     return doomed

@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tenants.catalog import Row, Tx
+from tenants.catalog.snapshots import (
+    delete_snapshot,
+    insert_snapshot,
+    newest_snapshot_names,
+    snapshot_exists,
+    snapshot_row,
+    snapshot_rows,
+)
 from tenants.errors import AlreadyExists, InvalidArgument, InvalidName, NotFound
 from tenants.protection import protection
 from tenants.tenancy import TenantRecord
@@ -68,36 +76,25 @@ def create_snapshot(
         UnprotectedTime: ``at`` is no longer protected; its history may be gone.
     """
     snapshot_name(name)
-    if tx.one("SELECT name FROM snapshots WHERE tenant_id = ? AND name = ?", (tenant.id, name)):
+    if snapshot_exists(tx, tenant.id, name):
         raise AlreadyExists(f"tenant {tenant.name!r} already has a snapshot named {name!r}")
     if at is not None:
         protection(tx, tenant).require(check_ts(at))
     ts = tx.commit_ts()
     snap_ts = ts if at is None else at
-    tx.execute(
-        "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (tenant.id, name, snap_ts, kind, ts, expires_at),
-    )
+    insert_snapshot(tx, tenant.id, name, snap_ts, kind, ts, expires_at)
     return SnapshotRecord(tenant.id, name, snap_ts, kind, ts, expires_at)
 
 
 def list_snapshots(tx: Tx, tenant: TenantRecord) -> list[SnapshotRecord]:
-    rows = tx.all("SELECT * FROM snapshots WHERE tenant_id = ? ORDER BY ts, name", (tenant.id,))
-    return [SnapshotRecord.from_row(r) for r in rows]
+    return [SnapshotRecord.from_row(r) for r in snapshot_rows(tx, tenant.id)]
 
 
 def find_snapshot(tx: Tx, tenant: TenantRecord, name: str) -> SnapshotRecord:
     snapshot_name(name)
-    row = tx.one("SELECT * FROM snapshots WHERE tenant_id = ? AND name = ?", (tenant.id, name))
+    row = snapshot_row(tx, tenant.id, name)
     if row is None:
-        known = [
-            r["name"]
-            for r in tx.all(
-                "SELECT name FROM snapshots WHERE tenant_id = ? ORDER BY ts DESC LIMIT 5",
-                (tenant.id,),
-            )
-        ]
+        known = newest_snapshot_names(tx, tenant.id)
         raise NotFound(
             f"tenant {tenant.name!r} has no snapshot {name!r}; newest: {', '.join(known) or 'none'}"
         )
@@ -106,7 +103,7 @@ def find_snapshot(tx: Tx, tenant: TenantRecord, name: str) -> SnapshotRecord:
 
 def drop_snapshot(tx: Tx, tenant: TenantRecord, name: str) -> SnapshotRecord:
     record = find_snapshot(tx, tenant, name)
-    tx.execute("DELETE FROM snapshots WHERE tenant_id = ? AND name = ?", (tenant.id, name))
+    delete_snapshot(tx, tenant.id, name)
     return record
 
 
@@ -122,9 +119,7 @@ def drop_snapshots(
         if (older_than is None or s.ts < older_than) and (kind is None or s.kind == kind)
     ]
     for record in doomed:
-        tx.execute(
-            "DELETE FROM snapshots WHERE tenant_id = ? AND name = ?", (tenant.id, record.name)
-        )
+        delete_snapshot(tx, tenant.id, record.name)
     return doomed
 
 

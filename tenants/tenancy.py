@@ -16,6 +16,29 @@ from typing import Literal
 import pyarrow as pa
 
 from tenants.catalog import Row, Tx
+from tenants.catalog.tables import (
+    database_row_at,
+    insert_database,
+    insert_schema_version,
+    insert_table,
+    mark_table_dropped,
+    schema_columns_ever,
+    schema_version_row_at,
+    table_row_at,
+    table_rows_at,
+)
+from tenants.catalog.tenants import (
+    active_holder_id,
+    active_tenant_row,
+    insert_tenant,
+    last_dropped_id,
+    reactivate_tenant_row,
+    retire_tenant_row,
+    set_last_change,
+    tenant_row,
+    tenant_row_named,
+    tenant_rows,
+)
 from tenants.defaults import is_text_encoded
 from tenants.errors import AlreadyExists, InvalidArgument, NotFound, SchemaMismatch, TenantDropped
 from tenants.names import object_name, tenant_name
@@ -99,22 +122,20 @@ def find_tenant(tx: Tx, ref: str) -> TenantRecord:
     """The tenant ``ref`` names, active or dropped; ``NotFound`` if none."""
     name, tenant_id = parse_tenant_ref(ref)
     if tenant_id:
-        row = tx.one("SELECT * FROM tenants WHERE id = ? AND name = ?", (tenant_id, name))
+        row = tenant_row_named(tx, tenant_id, name)
         if row is None:
             raise NotFound(f"tenant {ref} does not exist")
         return TenantRecord.from_row(row)
-    row = tx.one("SELECT * FROM tenants WHERE name = ? AND state = 'active'", (name,))
+    row = active_tenant_row(tx, name)
     if row is None:
-        dropped = tx.one(
-            "SELECT id FROM tenants WHERE name = ? ORDER BY dropped_ts DESC LIMIT 1", (name,)
-        )
-        hint = f" (a dropped tenant {name}@{dropped['id']} exists)" if dropped else ""
+        dropped = last_dropped_id(tx, name)
+        hint = f" (a dropped tenant {name}@{dropped} exists)" if dropped else ""
         raise NotFound(f"tenant {name!r} does not exist{hint}; see `rewind tenant list`")
     return TenantRecord.from_row(row)
 
 
 def tenant_by_id(tx: Tx, tenant_id: str) -> TenantRecord:
-    row = tx.one("SELECT * FROM tenants WHERE id = ?", (tenant_id,))
+    row = tenant_row(tx, tenant_id)
     if row is None:
         raise NotFound(f"tenant id {tenant_id} does not exist")
     return TenantRecord.from_row(row)
@@ -132,23 +153,16 @@ def active_tenant(tx: Tx, ref: str) -> TenantRecord:
 
 
 def list_tenants(tx: Tx, include_dropped: bool = False) -> list[TenantRecord]:
-    sql = "SELECT * FROM tenants"
-    if not include_dropped:
-        sql += " WHERE state = 'active'"
-    return [TenantRecord.from_row(r) for r in tx.all(sql + " ORDER BY name, created_ts")]
+    return [TenantRecord.from_row(r) for r in tenant_rows(tx, include_dropped=include_dropped)]
 
 
 def create_tenant(tx: Tx, name: str) -> TenantRecord:
     tenant_name(name)
-    if tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,)):
+    if active_holder_id(tx, name):
         raise AlreadyExists(f"tenant {name!r} already exists")
     ts = tx.commit_ts()
     tenant_id = new_id()
-    tx.execute(
-        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) "
-        "VALUES (?, ?, 'active', ?, ?)",
-        (tenant_id, name, ts, ts),
-    )
+    insert_tenant(tx, tenant_id, name, ts)
     return TenantRecord(tenant_id, name, "active", ts, None, ts)
 
 
@@ -158,7 +172,7 @@ def touch_tenant(tx: Tx, tenant_id: str, ts: int) -> None:
     Every time at or after a tenant's last change reads the same as "now", so
     those times are protected without a snapshot (see tenants.protection).
     """
-    tx.execute("UPDATE tenants SET last_change_ts = ? WHERE id = ?", (ts, tenant_id))
+    set_last_change(tx, tenant_id, ts)
 
 
 def drop_tenant(tx: Tx, ref: str, *, retention_us: int = DEFAULT_RETENTION_US) -> TenantRecord:
@@ -174,12 +188,7 @@ def drop_tenant(tx: Tx, ref: str, *, retention_us: int = DEFAULT_RETENTION_US) -
 
 
 def retire_tenant(tx: Tx, tenant: TenantRecord, ts: int, retention_us: int) -> None:
-    changed = tx.execute(
-        "UPDATE tenants SET state = 'dropped', dropped_ts = ?, retain_until = ? "
-        "WHERE id = ? AND state = 'active'",
-        (ts, ts + retention_us, tenant.id),
-    )
-    if changed != 1:
+    if not retire_tenant_row(tx, tenant.id, ts, ts + retention_us):
         raise TenantDropped(f"tenant {tenant.ref} was dropped meanwhile")
 
 
@@ -196,29 +205,18 @@ def undrop_tenant(tx: Tx, ref: str, new_name: str | None = None) -> TenantRecord
         raise NotFound(
             f"tenant {tenant.ref} is past its retention (or purged); it cannot come back"
         )
-    holder = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
+    holder = active_holder_id(tx, name)
     if holder:
         raise AlreadyExists(
-            f"the name {name!r} belongs to the active tenant {name}@{holder['id']}; "
+            f"the name {name!r} belongs to the active tenant {name}@{holder}; "
             "undrop under another name (--as NEW) or drop that tenant first"
         )
-    tx.execute(
-        "UPDATE tenants SET state = 'active', name = ?, dropped_ts = NULL, retain_until = NULL "
-        "WHERE id = ?",
-        (name, tenant.id),
-    )
+    reactivate_tenant_row(tx, tenant.id, name)
     return tenant_by_id(tx, tenant.id)
 
 
-def _live_at(alias: str) -> str:
-    return f"{alias}.created_ts <= ? AND ({alias}.dropped_ts IS NULL OR {alias}.dropped_ts > ?)"
-
-
 def find_database(tx: Tx, tenant: TenantRecord, database: str, as_of: int) -> Row | None:
-    return tx.one(
-        f"SELECT * FROM databases d WHERE d.tenant_id = ? AND d.name = ? AND {_live_at('d')}",
-        (tenant.id, object_name(database, "database"), as_of, as_of),
-    )
+    return database_row_at(tx, tenant.id, object_name(database, "database"), as_of)
 
 
 def create_database(tx: Tx, tenant: TenantRecord, database: str, *, exist_ok: bool = False) -> str:
@@ -229,10 +227,7 @@ def create_database(tx: Tx, tenant: TenantRecord, database: str, *, exist_ok: bo
             return str(existing["id"])
         raise AlreadyExists(f"database {database!r} already exists in tenant {tenant.name!r}")
     db_id = new_id()
-    tx.execute(
-        "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
-        (db_id, tenant.id, database, ts),
-    )
+    insert_database(tx, db_id, tenant.id, database, ts)
     return db_id
 
 
@@ -245,40 +240,27 @@ def create_table(
     if _find_table_row(tx, tenant, database, table, ts):
         raise AlreadyExists(f"table {database}.{table} already exists in tenant {tenant.name!r}")
     table_id = new_id()
-    tx.execute(
-        "INSERT INTO tables (id, tenant_id, database_id, name, created_ts) VALUES (?, ?, ?, ?, ?)",
-        (table_id, tenant.id, db_id, table, ts),
-    )
+    insert_table(tx, table_id, tenant.id, db_id, table, ts)
     add_schema_version(tx, table_id, ts, schema)
     touch_tenant(tx, tenant.id, ts)
     return TableRecord(table_id, tenant.id, db_id, database, table, ts, None, schema, ts)
 
 
 def add_schema_version(tx: Tx, table_id: str, ts: int, schema: TableSchema) -> None:
-    tx.execute(
-        "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, "
-        "fingerprint) VALUES (?, ?, ?, ?, ?)",
-        (table_id, ts, schema.columns_json(), schema.primary_key_json(), schema.fingerprint),
+    insert_schema_version(
+        tx, table_id, ts, schema.columns_json(), schema.primary_key_json(), schema.fingerprint
     )
 
 
 def _find_table_row(
     tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: int
 ) -> Row | None:
-    return tx.one(
-        "SELECT t.*, d.name AS database_name FROM tables t JOIN databases d ON d.id = t.database_id "
-        f"WHERE t.tenant_id = ? AND d.name = ? AND t.name = ? AND {_live_at('t')}",
-        (tenant.id, database, table, as_of, as_of),
-    )
+    return table_row_at(tx, tenant.id, database, table, as_of)
 
 
 def schema_at(tx: Tx, table_id: str, as_of: int) -> tuple[TableSchema, int]:
     """The table's schema version valid at ``as_of`` and the ts it became valid."""
-    row = tx.one(
-        "SELECT * FROM schema_versions WHERE table_id = ? AND valid_from_ts <= ? "
-        "ORDER BY valid_from_ts DESC LIMIT 1",
-        (table_id, as_of),
-    )
+    row = schema_version_row_at(tx, table_id, as_of)
     if row is None:
         raise NotFound(f"table {table_id} has no schema at ts {as_of}")
     return TableSchema.from_json(row["columns_json"], row["primary_key_json"]), row["valid_from_ts"]
@@ -313,20 +295,14 @@ def find_table(tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: i
 
 def tables_at(tx: Tx, tenant: TenantRecord, as_of: int) -> list[TableRecord]:
     """Every table of the tenant that existed at ``as_of``, by database and name."""
-    rows = tx.all(
-        "SELECT t.*, d.name AS database_name FROM tables t JOIN databases d ON d.id = t.database_id "
-        f"WHERE t.tenant_id = ? AND {_live_at('t')} ORDER BY d.name, t.name",
-        (tenant.id, as_of, as_of),
-    )
+    rows = table_rows_at(tx, tenant.id, as_of)
     return [table_from_row(tx, row, as_of) for row in rows]
 
 
 def drop_table(tx: Tx, tenant: TenantRecord, database: str, table: str) -> TableRecord:
     ts = tx.commit_ts()
     record = find_table(tx, tenant, database, table, ts)
-    tx.execute(
-        "UPDATE tables SET dropped_ts = ? WHERE id = ? AND dropped_ts IS NULL", (ts, record.id)
-    )
+    mark_table_dropped(tx, record.id, ts)
     touch_tenant(tx, tenant.id, ts)
     return record
 
@@ -389,8 +365,8 @@ def alter_table(
 def _column_names_ever(tx: Tx, table_id: str) -> set[str]:
     """Every column name any schema version of the table has had."""
     names: set[str] = set()
-    for row in tx.all("SELECT columns_json FROM schema_versions WHERE table_id = ?", (table_id,)):
-        names.update(c["name"] for c in json.loads(row["columns_json"]))
+    for columns_json in schema_columns_ever(tx, table_id):
+        names.update(c["name"] for c in json.loads(columns_json))
     return names
 
 
