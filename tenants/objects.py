@@ -16,7 +16,13 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# The catalog's statements on objects and membership are re-exported (``as``): the
+# writers import them from here (tenants.catalog.objects imports no domain code).
 from tenants.catalog import Row, Tx
+from tenants.catalog.objects import add_member as add_member
+from tenants.catalog.objects import insert_object as insert_object
+from tenants.catalog.objects import live_member_tuples, tenant_member_rows
+from tenants.catalog.objects import remove_members as remove_members
 from tenants.schema import TS
 
 ObjectKind = Literal["data", "tomb"]
@@ -103,54 +109,8 @@ def row_stats(table: pa.Table, primary_key: Sequence[str], *, is_sorted: bool) -
     )
 
 
-def insert_object(tx: Tx, record: ObjectRecord) -> None:
-    tx.execute(
-        "INSERT INTO objects (id, object_key, kind, fingerprint, row_count, byte_size, min_ts, "
-        "max_ts, min_pk, max_pk, sorted, checksum, created_ts) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            record.id,
-            record.key,
-            record.kind,
-            record.fingerprint,
-            record.rows,
-            record.bytes,
-            record.min_ts,
-            record.max_ts,
-            record.min_pk,
-            record.max_pk,
-            int(record.sorted),
-            record.checksum,
-            record.created_ts,
-        ),
-    )
-
-
-def add_member(tx: Tx, table_id: str, object_id: str, ts: int) -> None:
-    tx.execute(
-        "INSERT INTO membership (table_id, object_id, added_ts) VALUES (?, ?, ?)",
-        (table_id, object_id, ts),
-    )
-
-
-# Columns in ObjectRecord's field order, so a row tuple builds a record positionally
-# (planning a restore of 10^5 objects reads 10^5 of these: no per-row dicts).
-RECORD_COLUMNS = (
-    "o.id, o.object_key, o.kind, o.fingerprint, o.row_count, o.byte_size, o.min_ts, o.max_ts, "
-    "o.min_pk, o.max_pk, o.sorted, o.checksum, o.created_ts"
-)
-
-
-# A table's live members (bind the table id). Without the hint SQLite's planner prefers
-# the unique index on objects.id (one row, it assumes) to the covering objects_plan,
-# and then reads every object's row: 3-10x slower for a restore plan's aggregates.
-LIVE_MEMBERS = (
-    "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id "
-    "WHERE m.table_id = ? AND m.removed_ts IS NULL"
-)
-
-
 def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:
+    """A record from a row in ``tenants.catalog.objects.RECORD_COLUMNS`` order."""
     return ObjectRecord(
         r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11], r[12]
     )
@@ -159,36 +119,11 @@ def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:
 def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[ObjectRecord]:
     """The table's current members, oldest first (sorted here: SQLite would sort
     without an index, slower than Python's sort of already-built records)."""
-    sql = f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS}"
-    params: list[Any] = [table_id]
-    if kind:
-        sql += " AND o.kind = ?"
-        params.append(kind)
-    records = [record_from_tuple(r) for r in tx.tuples(sql, params)]
+    records = [record_from_tuple(r) for r in live_member_tuples(tx, table_id, kind)]
     records.sort(key=lambda o: (o.min_ts, o.id))
     return records
 
 
 def tenant_objects(tx: Tx, tenant_id: str) -> list[tuple[str, ObjectRecord]]:
     """(``db.table``, object) for every live member of every table of a tenant."""
-    rows = tx.all(
-        "SELECT d.name || '.' || t.name AS qualified, o.* FROM tables t "
-        "JOIN databases d ON d.id = t.database_id "
-        "JOIN membership m ON m.table_id = t.id AND m.removed_ts IS NULL "
-        "JOIN objects o ON o.id = m.object_id "
-        "WHERE t.tenant_id = ? ORDER BY qualified, o.kind, o.min_ts, o.id",
-        (tenant_id,),
-    )
-    return [(r["qualified"], ObjectRecord.from_row(r)) for r in rows]
-
-
-def remove_members(tx: Tx, table_id: str, object_ids: Sequence[str], ts: int) -> int:
-    """Mark members removed at ``ts``; only those still live count."""
-    changed = 0
-    for object_id in object_ids:
-        changed += tx.execute(
-            "UPDATE membership SET removed_ts = ? "
-            "WHERE table_id = ? AND object_id = ? AND removed_ts IS NULL",
-            (ts, table_id, object_id),
-        )
-    return changed
+    return [(r["qualified"], ObjectRecord.from_row(r)) for r in tenant_member_rows(tx, tenant_id)]

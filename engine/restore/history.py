@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from engine.restore.journal import JobRecord, jobs_of
 from tenants.catalog import Catalog
+from tenants.catalog.install import tenants_named
 from tenants.lineage import chain
 from tenants.tenancy import TenantRecord, find_tenant
 
@@ -27,9 +28,7 @@ def history(catalog: Catalog, tenant: str) -> History:
     with catalog.snapshot() as tx:
         current = find_tenant(tx, tenant)
         lineage = [a.tenant for a in chain(tx, current) if a.until_ts is None]
-        others = tx.all(
-            "SELECT * FROM tenants WHERE name = ? ORDER BY created_ts DESC", (current.name,)
-        )
+        others = tenants_named(tx, current.name)
     known = {t.id for t in lineage}
     lineage += [TenantRecord.from_row(r) for r in others if r["id"] not in known]
     jobs = jobs_of(catalog, sorted({t.name for t in lineage}), [t.id for t in lineage])

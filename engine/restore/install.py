@@ -14,10 +14,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from engine.restore.journal import release_pins, transition
+from engine.restore.journal import transition
 from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Tx
+from tenants.catalog.install import (
+    insert_database,
+    insert_pitr_window,
+    insert_restored_tenant,
+    insert_schedule,
+    insert_schema_versions,
+    insert_snapshots,
+    insert_table,
+    install_reused_members,
+)
+from tenants.catalog.jobs import mark_installed
+from tenants.catalog.pins import release_pins
+from tenants.catalog.restore_plan import active_tenant_id
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.objects import add_member, insert_object
 from tenants.tenancy import (
@@ -52,9 +65,7 @@ def install(
                     f"holder of {plan.target_name!r}; cancel the job and plan again"
                 )
             retire_tenant(tx, replaced, ts, retention_us)
-        elif tx.one(
-            "SELECT id FROM tenants WHERE name = ? AND state = 'active'", (plan.target_name,)
-        ):
+        elif active_tenant_id(tx, plan.target_name) is not None:
             raise ConcurrentModification(
                 f"restore job {plan.job_id}: the name {plan.target_name!r} was taken meanwhile; "
                 "cancel the job and restore --to another name"
@@ -64,49 +75,38 @@ def install(
         _install_objects(tx, plan, results, ts)
         _carry_settings(tx, plan, ts)
         release_pins(tx, plan.job_id)
-        tx.execute("UPDATE restore_jobs SET installed_ts = ? WHERE id = ?", (ts, plan.job_id))
+        mark_installed(tx, plan.job_id, ts)
         return tenant_by_id(tx, plan.new_tenant_id)
 
 
 def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:
-    tx.execute(
-        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts, source_tenant_id, "
-        "source_ts, restore_job_id, previous_holder_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?)",
-        (
-            plan.new_tenant_id,
-            plan.target_name,
-            ts,
-            ts,
-            plan.source.id,
-            plan.at_ts,
-            plan.job_id,
-            plan.replaced_tenant_id,
-        ),
+    insert_restored_tenant(
+        tx,
+        tenant_id=plan.new_tenant_id,
+        name=plan.target_name,
+        ts=ts,
+        source_tenant_id=plan.source.id,
+        source_ts=plan.at_ts,
+        job_id=plan.job_id,
+        previous_holder_id=plan.replaced_tenant_id,
     )
 
 
 def _create_tables(tx: Tx, plan: RestorePlan) -> None:
     for name, (db_id, created_ts) in plan.databases.items():
-        tx.execute(
-            "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
-            (db_id, plan.new_tenant_id, name, created_ts),
-        )
+        insert_database(tx, db_id, plan.new_tenant_id, name, created_ts)
     for table in plan.tables:
-        tx.execute(
-            "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, dropped_ts) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                table.new_table_id,
-                plan.new_tenant_id,
-                plan.databases[table.database][0],
-                table.name,
-                table.created_ts,
-                table.dropped_ts,
-            ),
+        insert_table(
+            tx,
+            table_id=table.new_table_id,
+            tenant_id=plan.new_tenant_id,
+            database_id=plan.databases[table.database][0],
+            name=table.name,
+            created_ts=table.created_ts,
+            dropped_ts=table.dropped_ts,
         )
-        tx.executemany(
-            "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, "
-            "fingerprint) VALUES (?, ?, ?, ?, ?)",
+        insert_schema_versions(
+            tx,
             [
                 (
                     table.new_table_id,
@@ -123,11 +123,7 @@ def _create_tables(tx: Tx, plan: RestorePlan) -> None:
 def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:
     """Reused objects join straight from the job's pins; rewritten ones are new objects."""
     for table in plan.tables:
-        tx.execute(
-            "INSERT INTO membership (table_id, object_id, added_ts) SELECT ?, object_id, ? "
-            "FROM job_pins WHERE job_id = ? AND table_id = ? AND action = 'reuse'",
-            (table.new_table_id, ts, plan.job_id, table.source_table_id),
-        )
+        install_reused_members(tx, plan.job_id, table.source_table_id, table.new_table_id, ts)
     out_table = {task.task_id: task.out_table_id for task in plan.tasks}
     missing = set(out_table) - {r.task_id for r in results}
     if missing:
@@ -141,28 +137,12 @@ def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult]
 
 
 def _carry_settings(tx: Tx, plan: RestorePlan, ts: int) -> None:
-    tx.executemany(
-        "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+    insert_snapshots(
+        tx,
         [(plan.new_tenant_id, s.name, s.ts, s.kind, ts, s.expires_at) for s in plan.snapshots],
     )
     if plan.pitr_window_us is not None:
-        tx.execute(
-            "INSERT INTO pitr_windows (tenant_id, window_us, since_ts) VALUES (?, ?, ?)",
-            (plan.new_tenant_id, plan.pitr_window_us, ts),
-        )
+        insert_pitr_window(tx, plan.new_tenant_id, plan.pitr_window_us, ts)
     if plan.schedule is not None:
-        s = plan.schedule
-        tx.execute(
-            "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
-            "retain_count, name_prefix, set_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                plan.new_tenant_id,
-                s["first_at_us"],
-                s["interval_us"],
-                s["retain_age_us"],
-                s["retain_count"],
-                s["name_prefix"],
-                ts,  # the carried schedule starts at the install, like the PITR window
-            ),
-        )
+        # the carried schedule starts at the install, like the PITR window
+        insert_schedule(tx, plan.new_tenant_id, plan.schedule, ts)

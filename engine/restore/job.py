@@ -30,7 +30,6 @@ from engine.restore.journal import (
     finished_results,
     load_job,
     record_result,
-    release_pins,
     set_state,
     start_job,
     transition,
@@ -50,6 +49,9 @@ from engine.restore.rewrite import RewriteResult
 from engine.restore.verify import check_level, verify_full, verify_objects, verify_rewrites
 from tenants.catalog import Tx
 from tenants.catalog.base import wall_clock_us
+from tenants.catalog.install import installed_tenant, tenant_row
+from tenants.catalog.jobs import job_lease, job_state, mark_installed, request_stop
+from tenants.catalog.pins import release_pins
 from tenants.errors import InvalidArgument, RewindError
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord
@@ -194,10 +196,7 @@ def cancel_restore(store: TableStore, job_id: str, *, wait_s: float | None = Non
 def _ask_to_stop(store: TableStore, job: JobRecord, wait_s: float) -> JobRecord:
     """Ask the live holder to stop; return the job once it is cancelled or its lease died."""
     with store.catalog.transaction() as tx:
-        tx.execute(
-            "UPDATE restore_jobs SET stop_requested_us = ? WHERE id = ? AND stop_requested_us IS NULL",
-            (wall_clock_us(), job.id),
-        )
+        request_stop(tx, job.id, wall_clock_us())
     log.info("restore job %s: asked %s to stop", job.id, describe(job.lease_row))
     deadline = time.monotonic() + wait_s
     while True:
@@ -217,11 +216,8 @@ def _ask_to_stop(store: TableStore, job: JobRecord, wait_s: float) -> JobRecord:
 
 def _refuse_finished(tx: Tx, job: JobRecord) -> None:
     """A done or cancelled job, or one whose tenant is installed, is not cancelled."""
-    state = tx.scalar("SELECT state FROM restore_jobs WHERE id = ?", (job.id,))
-    installed = tx.one(
-        "SELECT id, name, state FROM tenants WHERE id = ? AND state <> 'staging'",
-        (job.plan.new_tenant_id,),
-    )
+    state = job_state(tx, job.id)
+    installed = installed_tenant(tx, job.plan.new_tenant_id)
     if state == "cancelled":
         raise InvalidArgument(f"restore job {job.id} is cancelled; it cannot be cancelled")
     if installed is not None or state == "done":
@@ -247,10 +243,7 @@ def _cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> Job
     """
     with store.catalog.transaction() as tx:
         _refuse_finished(tx, job)
-        row = tx.one(
-            "SELECT state, lease_holder, lease_expires_us FROM restore_jobs WHERE id = ?",
-            (job.id,),
-        )
+        row = job_lease(tx, job.id)
         assert row is not None
         if holder is None and lease_live(row):
             raise JobBusy(
@@ -416,9 +409,7 @@ def _run_logical(
     def mark_done(tx: Tx) -> None:
         transition(tx, job.id, "done", expect=("installing",), holder=holder)
         release_pins(tx, job.id)
-        tx.execute(
-            "UPDATE restore_jobs SET installed_ts = ? WHERE id = ?", (tx.commit_ts(), job.id)
-        )
+        mark_installed(tx, job.id, tx.commit_ts())
 
     tenant = _installed_by(store, job)
     if tenant is None:
@@ -458,7 +449,7 @@ def _run_logical(
 
 def _installed_by(store: TableStore, job: JobRecord) -> TenantRecord | None:
     with store.catalog.snapshot() as tx:
-        row = tx.one("SELECT * FROM tenants WHERE id = ?", (job.plan.new_tenant_id,))
+        row = tenant_row(tx, job.plan.new_tenant_id)
     if row is not None and row["state"] != "staging" and row["restore_job_id"] == job.id:
         return TenantRecord.from_row(row)
     return None

@@ -19,6 +19,20 @@ from engine.restore.members import pin_plan
 from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Row, Tx
+from tenants.catalog.jobs import (
+    done_task_results,
+    insert_job,
+    insert_plan,
+    insert_tasks,
+    job_row,
+    job_rows,
+    job_state_and_holder,
+    mark_task_done,
+    plan_json,
+    set_job_state,
+    task_state_counts,
+    unfinished_job_on,
+)
 from tenants.errors import InvalidArgument, NotFound, RewindError
 from tenants.times import format_ts
 
@@ -73,13 +87,7 @@ class JobRecord:
 
 def _running(tx: Tx, name: str) -> Row | None:
     """An unfinished job that restores into, or reads from, the tenant named ``name``."""
-    placeholders = ", ".join("?" for _ in ACTIVE_STATES)
-    return tx.one(
-        "SELECT j.id, j.state, j.created_ts FROM restore_jobs j "
-        "JOIN tenants s ON s.id = j.source_tenant_id "
-        f"WHERE (j.lock_name = ? OR s.name = ?) AND j.state IN ({placeholders})",
-        (name, name, *ACTIVE_STATES),
-    )
+    return unfinished_job_on(tx, name, ACTIVE_STATES)
 
 
 def start_job(
@@ -111,53 +119,41 @@ def start_job(
                     f"`--cancel {running['id']}`"
                 )
         ts = tx.commit_ts()
-        tx.execute(
-            "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
-            "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, "
-            "created_ts, updated_ts, lease_holder, lease_expires_us) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?, ?)",
-            (
-                plan.job_id,
-                plan.target_name,
-                plan.source.id,
-                plan.replaced_tenant_id,
-                plan.new_tenant_id,
-                plan.target_name,
-                plan.at_ts,
-                plan.mode,
-                method,
-                executor,
-                verify,
-                ts,
-                ts,
-                *(lease if lease is not None else (None, None)),
-            ),
+        insert_job(
+            tx,
+            job_id=plan.job_id,
+            lock_name=plan.target_name,
+            source_tenant_id=plan.source.id,
+            replaced_tenant_id=plan.replaced_tenant_id,
+            new_tenant_id=plan.new_tenant_id,
+            target_name=plan.target_name,
+            at_ts=plan.at_ts,
+            mode=plan.mode,
+            method=method,
+            executor=executor,
+            verify=verify,
+            ts=ts,
+            lease=lease,
         )
         # The plan lives in its own row, written once: state changes update the
         # small job row only.
-        tx.execute(
-            "INSERT INTO restore_plans (job_id, plan_json) VALUES (?, ?)",
-            (plan.job_id, plan.to_json()),
-        )
-        tx.executemany(
-            "INSERT INTO restore_tasks (job_id, task_id, state) VALUES (?, ?, 'pending')",
-            [(plan.job_id, t.task_id) for t in plan.tasks],
-        )
+        insert_plan(tx, plan.job_id, plan.to_json())
+        insert_tasks(tx, plan.job_id, [t.task_id for t in plan.tasks])
         pin_plan(tx, plan)
-        row = tx.one("SELECT * FROM restore_jobs WHERE id = ?", (plan.job_id,))
+        row = job_row(tx, plan.job_id)
         assert row is not None
         return JobRecord.from_row(row, plan)
 
 
 def load_job_tx(tx: Tx, job_id: str) -> JobRecord:
-    row = tx.one("SELECT * FROM restore_jobs WHERE id = ?", (job_id,))
+    row = job_row(tx, job_id)
     if row is None:
         raise NotFound(f"restore job {job_id!r} does not exist; see `rewind history TENANT`")
     return JobRecord.from_row(row, load_plan(tx, job_id))
 
 
 def load_plan(tx: Tx, job_id: str) -> RestorePlan:
-    text = tx.scalar("SELECT plan_json FROM restore_plans WHERE job_id = ?", (job_id,))
+    text = plan_json(tx, job_id)
     if text is None:
         raise NotFound(f"restore job {job_id!r} has no journaled plan")
     return RestorePlan.from_json(text)
@@ -170,19 +166,13 @@ def load_job(catalog: Catalog, job_id: str) -> JobRecord:
 
 def finished_results(catalog: Catalog, job_id: str) -> list[RewriteResult]:
     with catalog.snapshot() as tx:
-        rows = tx.all(
-            "SELECT result_json FROM restore_tasks WHERE job_id = ? AND state = 'done' ORDER BY task_id",
-            (job_id,),
-        )
-    return [RewriteResult.from_json(r["result_json"]) for r in rows]
+        texts = done_task_results(tx, job_id)
+    return [RewriteResult.from_json(text) for text in texts]
 
 
 def record_result(catalog: Catalog, job_id: str, result: RewriteResult) -> None:
     with catalog.transaction() as tx:
-        tx.execute(
-            "UPDATE restore_tasks SET state = 'done', result_json = ? WHERE job_id = ? AND task_id = ?",
-            (result.to_json(), job_id, result.task_id),
-        )
+        mark_task_done(tx, job_id, result.task_id, result.to_json())
 
 
 def set_state(
@@ -213,24 +203,18 @@ def transition(
     A move to a stopped state (done, failed, cancelled) also ends the lease, in
     the same statement: the job is no longer running anywhere.
     """
-    placeholders = ", ".join("?" for _ in expect)
-    ending = state in STOPPED_STATES
-    lease = ", lease_holder = NULL, lease_expires_us = NULL" if ending else ""
-    condition = " AND lease_holder = ?" if holder is not None else ""
-    changed = tx.execute(
-        f"UPDATE restore_jobs SET state = ?, error = ?, updated_ts = ?{lease} "
-        f"WHERE id = ? AND state IN ({placeholders}){condition}",
-        (
-            state,
-            error,
-            tx.catalog.clock(),
-            job_id,
-            *expect,
-            *((holder,) if holder is not None else ()),
-        ),
+    changed = set_job_state(
+        tx,
+        job_id,
+        state,
+        expect=expect,
+        error=error,
+        updated_ts=tx.catalog.clock(),
+        end_lease=state in STOPPED_STATES,
+        holder=holder,
     )
     if changed != 1:
-        row = tx.one("SELECT state, lease_holder FROM restore_jobs WHERE id = ?", (job_id,))
+        row = job_state_and_holder(tx, job_id)
         if row is None:
             raise NotFound(f"restore job {job_id!r} does not exist")
         if row["state"] in expect and holder is not None:
@@ -244,14 +228,10 @@ def transition(
         )
 
 
-def release_pins(tx: Tx, job_id: str) -> None:
-    tx.execute("DELETE FROM job_pins WHERE job_id = ?", (job_id,))
-
-
 def jobs_of(catalog: Catalog, names: list[str], tenant_ids: list[str]) -> list[JobRecord]:
     """Jobs that targeted any of ``names`` or read any of ``tenant_ids``, oldest first."""
     with catalog.snapshot() as tx:
-        rows = tx.all("SELECT * FROM restore_jobs ORDER BY created_ts")
+        rows = job_rows(tx)
         return [
             JobRecord.from_row(r, load_plan(tx, r["id"]))
             for r in rows
@@ -261,11 +241,7 @@ def jobs_of(catalog: Catalog, names: list[str], tenant_ids: list[str]) -> list[J
 
 def task_counts(catalog: Catalog, job_id: str) -> dict[str, int]:
     with catalog.snapshot() as tx:
-        rows = tx.all(
-            "SELECT state, COUNT(*) AS n FROM restore_tasks WHERE job_id = ? GROUP BY state",
-            (job_id,),
-        )
-    return {r["state"]: int(r["n"]) for r in rows}
+        return task_state_counts(tx, job_id)
 
 
 def error_json(error: BaseException) -> str:

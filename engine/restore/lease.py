@@ -32,6 +32,13 @@ from types import TracebackType
 
 from tenants.catalog import Catalog, Row
 from tenants.catalog.base import wall_clock_us
+from tenants.catalog.jobs import (
+    holder_and_stop,
+    job_lease_and_stop,
+    renew_lease,
+    stop_requested_at,
+    take_lease,
+)
 from tenants.errors import ConcurrentModification, RewindError, TransientError
 from tenants.times import format_duration
 
@@ -188,11 +195,7 @@ class JobLease:
         """Take the lease (compare-and-set); raise ``JobBusy`` if a live holder has it."""
         try:
             with self.catalog.transaction() as tx:
-                row = tx.one(
-                    "SELECT state, lease_holder, lease_expires_us, stop_requested_us "
-                    "FROM restore_jobs WHERE id = ?",
-                    (self.job_id,),
-                )
+                row = job_lease_and_stop(tx, self.job_id)
                 if row is None or row["state"] not in active_states:
                     return  # the caller's own state check reports this
                 if lease_live(row):
@@ -202,10 +205,7 @@ class JobLease:
                     )
                 if row["stop_requested_us"] is not None:
                     self._stop.set()
-                tx.execute(
-                    "UPDATE restore_jobs SET lease_holder = ?, lease_expires_us = ? WHERE id = ?",
-                    (self.holder, self.expiry_us(), self.job_id),
-                )
+                take_lease(tx, self.job_id, self.holder, self.expiry_us())
         except BaseException:
             self.close()
             raise
@@ -215,14 +215,8 @@ class JobLease:
         while not self._done.wait(self.seconds / 3):
             try:
                 with self.catalog.transaction() as tx:
-                    renewed = tx.execute(
-                        "UPDATE restore_jobs SET lease_expires_us = ? "
-                        "WHERE id = ? AND lease_holder = ?",
-                        (self.expiry_us(), self.job_id, self.holder),
-                    )
-                    stop = tx.scalar(
-                        "SELECT stop_requested_us FROM restore_jobs WHERE id = ?", (self.job_id,)
-                    )
+                    renewed = renew_lease(tx, self.job_id, self.holder, self.expiry_us())
+                    stop = stop_requested_at(tx, self.job_id)
             except Exception:  # a busy catalog: try again at the next beat
                 log.warning("restore job %s: lease heartbeat failed", self.job_id, exc_info=True)
                 continue
@@ -245,10 +239,7 @@ class JobLease:
     def poll(self) -> None:
         """``check()`` after reading the stop request now (between steps, not on a beat)."""
         with self.catalog.snapshot() as tx:
-            row = tx.one(
-                "SELECT lease_holder, stop_requested_us FROM restore_jobs WHERE id = ?",
-                (self.job_id,),
-            )
+            row = holder_and_stop(tx, self.job_id)
         if row is None or row["lease_holder"] != self.holder:
             self._lost.set()
         elif row["stop_requested_us"] is not None:
@@ -272,4 +263,3 @@ class JobLease:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-

@@ -18,10 +18,19 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.restore.plan import ACTION_AT, Action, RestorePlan, classify
+from engine.restore.plan import Action, RestorePlan, classify
 from tenants.catalog import Tx
+from tenants.catalog.pins import (
+    has_legacy_pins,
+    pin_table_members,
+    pinned_key_sizes,
+    pinned_member_tuples,
+    pinned_rewrite_ids,
+    pinned_totals,
+)
+from tenants.catalog.restore_plan import members_at_tuples
 from tenants.errors import ConcurrentModification, InvalidArgument
-from tenants.objects import LIVE_MEMBERS, RECORD_COLUMNS, ObjectRecord, record_from_tuple
+from tenants.objects import ObjectRecord, record_from_tuple
 
 
 class PlanOutdated(ConcurrentModification):
@@ -47,33 +56,15 @@ def pin_plan(tx: Tx, plan: RestorePlan) -> None:
         PlanOutdated: the pinned objects do not add up to the plan's counts.
     """
     for table in plan.tables:
-        tx.execute(
-            "INSERT INTO job_pins (job_id, table_id, object_id, action) "
-            f"SELECT ?, m.table_id, m.object_id, {ACTION_AT} {LIVE_MEMBERS} AND o.min_ts <= ?",
-            (plan.job_id, plan.at_ts, plan.at_ts, table.source_table_id, plan.at_ts),
-        )
-    pinned_counts = {
-        (table_id, action): (int(count), int(size))
-        for table_id, action, count, size in tx.tuples(
-            "SELECT p.table_id, p.action, COUNT(*), SUM(o.byte_size) FROM job_pins p "
-            "JOIN objects o INDEXED BY objects_plan ON o.id = p.object_id "
-            "WHERE p.job_id = ? GROUP BY p.table_id, p.action",
-            (plan.job_id,),
-        )
-    }
+        pin_table_members(tx, plan.job_id, table.source_table_id, plan.at_ts)
+    pinned_counts = pinned_totals(tx, plan.job_id)
     planned_counts = {
         (table.source_table_id, action): table.totals()[action]
         for table in plan.tables
         for action in ("reuse", "rewrite")
         if table.totals()[action][0]
     }
-    rewrites = {
-        r[0]
-        for r in tx.tuples(
-            "SELECT object_id FROM job_pins WHERE job_id = ? AND action = 'rewrite'",
-            (plan.job_id,),
-        )
-    }
+    rewrites = pinned_rewrite_ids(tx, plan.job_id)
     if pinned_counts != planned_counts or rewrites != {t.task_id for t in plan.tasks}:
         raise PlanOutdated(
             f"restore job {plan.job_id}: the objects of tenant {plan.source.ref} changed since "
@@ -83,7 +74,7 @@ def pin_plan(tx: Tx, plan: RestorePlan) -> None:
 
 def require_current_pins(tx: Tx, job_id: str, tenant_ref: str) -> None:
     """Refuse a job pinned before pins named their action (catalog step 6)."""
-    if tx.one("SELECT 1 FROM job_pins WHERE job_id = ? AND action = 'legacy'", (job_id,)):
+    if has_legacy_pins(tx, job_id):
         raise InvalidArgument(
             f"restore job {job_id} of tenant {tenant_ref} was started by an earlier Rewind "
             f"and cannot be resumed; cancel it with `--cancel {job_id}` and restore again"
@@ -92,27 +83,14 @@ def require_current_pins(tx: Tx, job_id: str, tenant_ref: str) -> None:
 
 def pinned(tx: Tx, job_id: str, action: Action | None = None) -> Members:
     """A job's pinned objects with their records, per source table, oldest first."""
-    sql = (
-        f"SELECT p.table_id, p.action, {RECORD_COLUMNS} FROM job_pins p "
-        "JOIN objects o ON o.id = p.object_id WHERE p.job_id = ?"
+    return _grouped(
+        (r[0], r[1], record_from_tuple(r[2:])) for r in pinned_member_tuples(tx, job_id, action)
     )
-    params: tuple[str, ...] = (job_id,)
-    if action is not None:
-        sql += " AND p.action = ?"
-        params = (job_id, action)
-    return _grouped((r[0], r[1], record_from_tuple(r[2:])) for r in tx.tuples(sql, params))
 
 
 def pinned_sizes(tx: Tx, job_id: str, action: Action) -> list[tuple[str, int]]:
     """(key, bytes) of a job's pins: all that listing-based verification needs."""
-    return [
-        (key, int(size))
-        for key, size in tx.tuples(
-            "SELECT o.object_key, o.byte_size FROM job_pins p JOIN objects o ON o.id = p.object_id "
-            "WHERE p.job_id = ? AND p.action = ?",
-            (job_id, action),
-        )
-    ]
+    return pinned_key_sizes(tx, job_id, action)
 
 
 def live_members(tx: Tx, plan: RestorePlan) -> Members:
@@ -125,11 +103,7 @@ def live_members(tx: Tx, plan: RestorePlan) -> Members:
         (table.source_table_id, classify(record, plan.at_ts), record)
         for table in plan.tables
         for record in (
-            record_from_tuple(r)
-            for r in tx.tuples(
-                f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS} AND o.min_ts <= ?",
-                (table.source_table_id, plan.at_ts),
-            )
+            record_from_tuple(r) for r in members_at_tuples(tx, table.source_table_id, plan.at_ts)
         )
     )
     return _grouped(rows)

@@ -26,17 +26,19 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from tenants.catalog import Catalog, Tx
+from tenants.catalog import Catalog, Row, Tx
+from tenants.catalog.restore_plan import (
+    active_tenant_id,
+    first_stranger,
+    member_action_totals,
+    plan_table_rows,
+    schema_version_rows,
+    straddling_member_tuples,
+)
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.lineage import inherited_snapshots, resolve_point
 from tenants.names import tenant_name
-from tenants.objects import (
-    LIVE_MEMBERS,
-    RECORD_COLUMNS,
-    ObjectRecord,
-    object_key,
-    record_from_tuple,
-)
+from tenants.objects import ObjectRecord, object_key, record_from_tuple
 from tenants.pitr import get_pitr
 from tenants.schedules import get_schedule
 from tenants.schema import TableSchema
@@ -254,7 +256,7 @@ def plan_in(
         target, replaced = to or current.name, None
     elif to is not None:
         tenant_name(to)
-        if tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (to,)):
+        if active_tenant_id(tx, to) is not None:
             raise AlreadyExists(
                 f"cannot restore into {to!r}: an active tenant has that name; "
                 "choose another --to name, or restore in place"
@@ -310,20 +312,10 @@ def plan_in(
     )
 
 
-# Each member's action at S, as ``classify`` decides it (bind S twice).
-ACTION_AT = "CASE WHEN o.max_ts <= ? THEN 'reuse' WHEN o.min_ts > ? THEN 'skip' ELSE 'rewrite' END"
-
-
 def _plan_tables(
     tx: Tx, source: TenantRecord, at_ts: int, oldest_needed: int
 ) -> tuple[tuple[TablePlan, ...], dict[str, tuple[str, int]]]:
-    rows = tx.all(
-        "SELECT t.*, d.name AS database_name, d.created_ts AS database_created_ts "
-        "FROM tables t JOIN databases d ON d.id = t.database_id "
-        "WHERE t.tenant_id = ? AND t.created_ts <= ? "
-        "AND (t.dropped_ts IS NULL OR t.dropped_ts > ?) ORDER BY d.name, t.name, t.created_ts",
-        (source.id, at_ts, oldest_needed),
-    )
+    rows = plan_table_rows(tx, source.id, at_ts, oldest_needed)
     databases: dict[str, tuple[str, int]] = {}
     tables = []
     for row in rows:
@@ -332,10 +324,7 @@ def _plan_tables(
             SchemaVersionPlan(
                 v["valid_from_ts"], v["columns_json"], v["primary_key_json"], v["fingerprint"]
             )
-            for v in tx.all(
-                "SELECT * FROM schema_versions WHERE table_id = ? ORDER BY valid_from_ts",
-                (row["id"],),
-            )
+            for v in schema_version_rows(tx, row["id"])
         )
         counts, rewrites = _classify(tx, source, row, at_ts)
         kept_versions = tuple(v for v in versions if v.valid_from_ts <= at_ts)
@@ -362,40 +351,25 @@ def _plan_tables(
 
 
 def _classify(
-    tx: Tx, source: TenantRecord, table: Any, at_ts: int
+    tx: Tx, source: TenantRecord, table: Row, at_ts: int
 ) -> tuple[dict[Action, tuple[int, int]], tuple[ObjectRecord, ...]]:
     """(objects, bytes) per action, and the straddlers in full: one pass over the
     members, and a second only when some straddle S."""
     counts: dict[Action, tuple[int, int]] = {}
     unknown = 0
-    for action, count, size, strangers in tx.tuples(
-        f"SELECT {ACTION_AT} AS action, COUNT(*), SUM(o.byte_size), "
-        "SUM(CASE WHEN o.fingerprint IN (SELECT fingerprint FROM schema_versions "
-        f"WHERE table_id = ?) THEN 0 ELSE 1 END) {LIVE_MEMBERS} GROUP BY action",
-        (at_ts, at_ts, table["id"], table["id"]),
-    ):
+    for action, count, size, strangers in member_action_totals(tx, table["id"], at_ts):
         counts[action] = (int(count), int(size))
         unknown += int(strangers)
     if unknown:
         _reject_fingerprints(tx, source, table)
     if "rewrite" not in counts:
         return counts, ()
-    records = [
-        record_from_tuple(r)
-        for r in tx.tuples(
-            f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS} AND o.max_ts > ? AND o.min_ts <= ?",
-            (table["id"], at_ts, at_ts),
-        )
-    ]
+    records = [record_from_tuple(r) for r in straddling_member_tuples(tx, table["id"], at_ts)]
     return counts, tuple(sorted(records, key=lambda o: (o.min_ts, o.id)))
 
 
-def _reject_fingerprints(tx: Tx, source: TenantRecord, table: Any) -> None:
-    bad = tx.one(
-        f"SELECT o.object_key, o.fingerprint {LIVE_MEMBERS} AND o.fingerprint NOT IN "
-        "(SELECT fingerprint FROM schema_versions WHERE table_id = ?) LIMIT 1",
-        (table["id"], table["id"]),
-    )
+def _reject_fingerprints(tx: Tx, source: TenantRecord, table: Row) -> None:
+    bad = first_stranger(tx, table["id"])
     assert bad is not None
     raise CorruptObject(
         f"object {bad['object_key']} of table {table['database_name']}.{table['name']} "

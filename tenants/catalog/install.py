@@ -1,0 +1,143 @@
+"""The restore install's statements: the rows that make a restored tenant real.
+
+All of them run in one write transaction (``engine.restore.install``), which
+also retires the replaced tenant, moves the job to ``done`` and releases its
+pins: before its commit no reader sees any of the new rows, after it all.
+Reused objects join the new tables straight from the job's pins with one
+``INSERT ... SELECT`` per table (10^5-10^6 rows, none through Python).
+
+Also here: the tenant rows a restore reads back to tell whether a job
+installed its tenant, and the tenants that held a name (a restore in place
+hands the name from tenant to tenant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tenants.catalog.base import Row, Tx
+
+
+def insert_restored_tenant(
+    tx: Tx,
+    *,
+    tenant_id: str,
+    name: str,
+    ts: int,
+    source_tenant_id: str,
+    source_ts: int,
+    job_id: str,
+    previous_holder_id: str | None,
+) -> None:
+    """The restored tenant, active from ``ts``, with its lineage: restored from
+    ``source_tenant_id`` as of ``source_ts`` by ``job_id``, in place of
+    ``previous_holder_id`` (``None`` for a clone)."""
+    tx.execute(
+        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts, source_tenant_id, "
+        "source_ts, restore_job_id, previous_holder_id) VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?)",
+        (tenant_id, name, ts, ts, source_tenant_id, source_ts, job_id, previous_holder_id),
+    )
+
+
+def insert_database(tx: Tx, database_id: str, tenant_id: str, name: str, created_ts: int) -> None:
+    """A database of the restored tenant, keeping its original creation ts."""
+    tx.execute(
+        "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
+        (database_id, tenant_id, name, created_ts),
+    )
+
+
+def insert_table(
+    tx: Tx,
+    *,
+    table_id: str,
+    tenant_id: str,
+    database_id: str,
+    name: str,
+    created_ts: int,
+    dropped_ts: int | None,
+) -> None:
+    """A table of the restored tenant, keeping its creation (and drop, if at or
+    before the restore point) ts."""
+    tx.execute(
+        "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, dropped_ts) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (table_id, tenant_id, database_id, name, created_ts, dropped_ts),
+    )
+
+
+def insert_schema_versions(tx: Tx, rows: Sequence[tuple[str, int, str, str, str]]) -> None:
+    """Schema versions as (table_id, valid_from_ts, columns_json, primary_key_json,
+    fingerprint) tuples."""
+    tx.executemany(
+        "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, "
+        "fingerprint) VALUES (?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def install_reused_members(
+    tx: Tx, job_id: str, source_table_id: str, table_id: str, ts: int
+) -> None:
+    """Make every object the job pinned to reuse from ``source_table_id`` a member
+    of ``table_id`` from ``ts``: one ``INSERT ... SELECT`` from the pins, so the
+    pins must still be there (release them after this, in the same transaction)."""
+    tx.execute(
+        "INSERT INTO membership (table_id, object_id, added_ts) SELECT ?, object_id, ? "
+        "FROM job_pins WHERE job_id = ? AND table_id = ? AND action = 'reuse'",
+        (table_id, ts, job_id, source_table_id),
+    )
+
+
+def insert_snapshots(tx: Tx, rows: Sequence[tuple[str, str, int, str, int, int | None]]) -> None:
+    """Carried snapshots as (tenant_id, name, ts, kind, created_ts, expires_at) tuples."""
+    tx.executemany(
+        "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def insert_pitr_window(tx: Tx, tenant_id: str, window_us: int, since_ts: int) -> None:
+    """The tenant's PITR window, protecting history from ``since_ts`` on."""
+    tx.execute(
+        "INSERT INTO pitr_windows (tenant_id, window_us, since_ts) VALUES (?, ?, ?)",
+        (tenant_id, window_us, since_ts),
+    )
+
+
+def insert_schedule(tx: Tx, tenant_id: str, schedule: dict[str, Any], set_ts: int) -> None:
+    """The tenant's snapshot schedule (``tenants.schedules.Schedule`` fields), set at ``set_ts``."""
+    tx.execute(
+        "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
+        "retain_count, name_prefix, set_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            tenant_id,
+            schedule["first_at_us"],
+            schedule["interval_us"],
+            schedule["retain_age_us"],
+            schedule["retain_count"],
+            schedule["name_prefix"],
+            set_ts,
+        ),
+    )
+
+
+def tenant_row(tx: Tx, tenant_id: str) -> Row | None:
+    """The tenant's row in any state (staging included), if it exists."""
+    return tx.one("SELECT * FROM tenants WHERE id = ?", (tenant_id,))
+
+
+def installed_tenant(tx: Tx, tenant_id: str) -> Row | None:
+    """``id``, ``name``, ``state`` of the tenant if it exists outside staging: a
+    job whose new tenant this finds has installed it."""
+    return tx.one(
+        "SELECT id, name, state FROM tenants WHERE id = ? AND state <> 'staging'",
+        (tenant_id,),
+    )
+
+
+def tenants_named(tx: Tx, name: str) -> list[Row]:
+    """Every tenant row that ever held ``name``, in any state, newest first."""
+    return tx.all("SELECT * FROM tenants WHERE name = ? ORDER BY created_ts DESC", (name,))
