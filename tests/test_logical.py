@@ -56,7 +56,7 @@ from engine.logical.manifest import (
     read_manifest,
     verify_dump,
 )
-from engine.logical.reload import reload_dump
+from engine.logical.reload import discard_abandoned_staging, reload_dump
 from engine.restore.job import (
     AlreadyInstalled,
     cancel_restore,
@@ -552,6 +552,32 @@ def test_cancel_of_a_crashed_logical_restore_removes_its_staging_dump_and_tenant
     # The tenant is free for another restore.
     restore_tenant(store, "acme", "mon", to="again", method="logical")
     assert reads(store, "again") == AT_MON
+
+
+def test_tenant_purge_never_discards_the_staging_tenant_of_an_unfinished_restore_job(
+    store: TableStore, source: Source
+) -> None:
+    """Only an abandoned staging tenant is discarded; one a resumable job is building
+    is refused with the job that owns it and how to end that job."""
+    with pytest.raises(SimulatedCrash):
+        restore_tenant(CRASHES["mid_reload"](store), "acme", "mon", to="clone", method="logical")
+    job_id = only_unfinished_job(store)
+    [row] = catalog_rows(store, "SELECT new_tenant_id FROM restore_jobs WHERE id = ?", (job_id,))
+    new_id = str(row["new_tenant_id"])
+    keys_before = warehouse_keys(store, tenant_prefix(new_id))
+    assert keys_before != {}
+
+    with pytest.raises(
+        InvalidArgument,
+        match=rf"belongs to unfinished restore job {job_id}; resume or cancel that job "
+        rf"\(`rewind restore-tenant clone --cancel {job_id}`\)",
+    ):
+        discard_abandoned_staging(store, f"clone@{new_id}")
+
+    assert [r for r in tenant_rows(store) if r[1] == new_id] == [("clone", new_id, "staging")]
+    assert warehouse_keys(store, tenant_prefix(new_id)) == keys_before
+    resume_restore(store, job_id)
+    assert reads(store, "clone") == AT_MON
 
 
 # --- bad inputs: loud, and nothing loaded -----------------------------------------------------------

@@ -32,6 +32,7 @@ from engine.backup.physical import (
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
+from tenants.catalog.staging import active_tenant_id, tenant_state
 from tenants.errors import InvalidArgument, NotFound
 from tenants.names import tenant_name
 from tenants.objectstore import ObjectStore
@@ -179,8 +180,8 @@ def staging_id_for(store: TableStore, backup_id: str, name: str) -> str:
     with store.catalog.snapshot() as tx:
         for n in itertools.count():
             candidate = hashlib.sha256(f"backup-restore/{backup_id}/{name}/{n}".encode()).hexdigest()
-            row = tx.one("SELECT state FROM tenants WHERE id = ?", (candidate[:32],))
-            if row is None or row["state"] == "staging":
+            state = tenant_state(tx, candidate[:32])
+            if state is None or state == "staging":
                 return candidate[:32]
     raise AssertionError("unreachable")
 
@@ -198,8 +199,7 @@ def restore_backup(
         holder = None
         if replace:
             with store.catalog.snapshot() as tx:
-                row = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
-            holder = row["id"] if row else None
+                holder = active_tenant_id(tx, name)
         result = reload_dump(
             store,
             dest,

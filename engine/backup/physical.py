@@ -24,6 +24,17 @@ from engine.logical.reload import discard_staging
 from engine.restore.members import live_members
 from engine.restore.plan import RestorePlan, plan_in
 from tenants.catalog import Tx
+from tenants.catalog.backups import (
+    insert_restored_database,
+    insert_restored_schema_version,
+    insert_restored_snapshot,
+    insert_restored_table,
+)
+from tenants.catalog.staging import (
+    activate_restored_tenant,
+    active_tenant_id,
+    insert_staging_tenant,
+)
 from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
 from tenants.object_io import read_object
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key, sort_by_key_and_ts
@@ -219,12 +230,7 @@ def restore_physical(
     tenant_id = tenant_id or new_id()
     discard_staging(store, tenant_id)  # a killed earlier run's copy, if any
     with store.catalog.transaction() as tx:
-        ts = tx.commit_ts()
-        tx.execute(
-            "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) "
-            "VALUES (?, ?, 'staging', ?, ?)",
-            (tenant_id, name, ts, ts),
-        )
+        insert_staging_tenant(tx, tenant_id, name, tx.commit_ts())
     # Fresh table ids: the same backup may be restored more than once into one catalog.
     fresh = {t.new_table_id: new_id() for t in plan.tables}
     plan = replace(
@@ -242,21 +248,19 @@ def restore_physical(
     with store.catalog.transaction() as tx:
         tx.observe_ts(plan.at_ts)  # this deployment's clock may be behind the source's
         ts = tx.commit_ts()
-        holder = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
+        holder = active_tenant_id(tx, name)
         if holder and not replace_existing:
             raise AlreadyExists(
                 f"tenant {name!r} exists; restore the backup under another --tenant name, or pass --replace"
             )
         if holder:
-            retire_tenant(tx, tenant_by_id(tx, holder["id"]), ts, 7 * 86_400_000_000)
-        _install(
-            tx, plan, tenant_id, name, installed, ts, backup_id, holder["id"] if holder else None
-        )
+            retire_tenant(tx, tenant_by_id(tx, holder), ts, 7 * 86_400_000_000)
+        _install(tx, plan, tenant_id, name, installed, ts, backup_id, holder)
         return tenant_by_id(tx, tenant_id)
 
 
 def _active_name(tx: Tx, name: str) -> bool:
-    return tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,)) is not None
+    return active_tenant_id(tx, name) is not None
 
 
 def _install(
@@ -269,11 +273,15 @@ def _install(
     backup_id: str,
     previous_holder: str | None,
 ) -> None:
-    changed = tx.execute(
-        "UPDATE tenants SET state = 'active', created_ts = ?, last_change_ts = ?, "
-        "source_tenant_id = ?, source_ts = ?, restore_job_id = ?, previous_holder_id = ? "
-        "WHERE id = ? AND name = ? AND state = 'staging'",
-        (ts, ts, plan.source.id, plan.at_ts, backup_id, previous_holder, tenant_id, name),
+    changed = activate_restored_tenant(
+        tx,
+        tenant_id,
+        name,
+        source_tenant_id=plan.source.id,
+        source_ts=plan.at_ts,
+        backup_id=backup_id,
+        ts=ts,
+        previous_holder_id=previous_holder,
     )
     if changed != 1:
         raise ConcurrentModification(
@@ -282,39 +290,28 @@ def _install(
         )
     db_ids = {db: new_id() for db in plan.databases}
     for db, (_, created) in plan.databases.items():
-        tx.execute(
-            "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
-            (db_ids[db], tenant_id, db, created),
-        )
+        insert_restored_database(tx, db_ids[db], tenant_id, db, created)
     for table in plan.tables:
-        tx.execute(
-            "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, dropped_ts) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                table.new_table_id,
-                tenant_id,
-                db_ids[table.database],
-                table.name,
-                table.created_ts,
-                table.dropped_ts,
-            ),
+        insert_restored_table(
+            tx,
+            table.new_table_id,
+            tenant_id,
+            db_ids[table.database],
+            table.name,
+            table.created_ts,
+            table.dropped_ts,
         )
         for v in table.schema_versions:
-            tx.execute(
-                "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, fingerprint) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (
-                    table.new_table_id,
-                    v.valid_from_ts,
-                    v.columns_json,
-                    v.primary_key_json,
-                    v.fingerprint,
-                ),
+            insert_restored_schema_version(
+                tx,
+                table.new_table_id,
+                v.valid_from_ts,
+                v.columns_json,
+                v.primary_key_json,
+                v.fingerprint,
             )
         for record in installed.get(table.new_table_id, []):
             insert_object(tx, replace(record, created_ts=ts))
             add_member(tx, table.new_table_id, record.id, ts)
     for snap in plan.snapshots:
-        tx.execute(
-            "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (tenant_id, snap.name, snap.ts, snap.kind, ts, snap.expires_at),
-        )
+        insert_restored_snapshot(tx, tenant_id, snap.name, snap.ts, snap.kind, ts, snap.expires_at)

@@ -27,6 +27,12 @@ from dataclasses import dataclass, field
 from engine.gc.clocks import aged, real_now
 from engine.gc.retention import PurgeResult, expire_retention
 from tenants.catalog import Catalog, Tx
+from tenants.catalog.gc import (
+    forget_collected,
+    pending_deletions,
+    record_pending,
+    unreferenced_objects,
+)
 from tenants.objectstore import ObjectStore
 from tenants.times import US
 
@@ -60,19 +66,8 @@ def find_garbage(tx: Tx, now: int, grace_us: int) -> list[Candidate]:
     ``now`` is the wall clock; ``since`` is a commit ts, never below the wall
     clock of its commit, so ``now - since`` never overstates the real age.
     """
-    rows = tx.all(
-        "SELECT o.id, o.object_key, o.byte_size, o.created_ts, MAX(m.removed_ts) AS last_ref, "
-        "COUNT(m.object_id) AS memberships "
-        "FROM objects o LEFT JOIN membership m ON m.object_id = o.id "
-        "WHERE o.id NOT IN (SELECT object_id FROM gc_pending) "
-        "AND o.id NOT IN (SELECT p.object_id FROM job_pins p JOIN restore_jobs j ON j.id = p.job_id "
-        "  WHERE j.state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')) "
-        "GROUP BY o.id, o.object_key, o.byte_size, o.created_ts "
-        "HAVING SUM(CASE WHEN m.object_id IS NOT NULL AND m.removed_ts IS NULL THEN 1 ELSE 0 END) = 0 "
-        "ORDER BY o.object_key",
-    )
     found = []
-    for row in rows:
+    for row in unreferenced_objects(tx):
         since = row["last_ref"] if row["last_ref"] is not None else row["created_ts"]
         if aged(since, grace_us, now):
             reason = (
@@ -93,10 +88,7 @@ def collect(
         purged = expire_retention(tx)
         candidates = find_garbage(tx, now, grace_us)
         if not dry_run:
-            tx.executemany(
-                "INSERT INTO gc_pending (object_id, object_key, byte_size, decided_ts) VALUES (?, ?, ?, ?)",
-                [(c.object_id, c.key, c.bytes, now) for c in candidates],
-            )
+            record_pending(tx, [(c.object_id, c.key, c.bytes, now) for c in candidates])
     if dry_run:
         return CollectReport(True, tuple(purged), tuple(candidates))
     deleted, size, resumed = finish_pending(catalog, store, {c.object_id for c in candidates})
@@ -115,22 +107,12 @@ def finish_pending(
 ) -> tuple[int, int, int]:
     """Delete every recorded decision from the store, then from the catalog."""
     with catalog.snapshot() as tx:
-        pending = tx.all(
-            "SELECT object_id, object_key, byte_size FROM gc_pending ORDER BY object_key"
-        )
+        pending = pending_deletions(tx)
     if not pending:
         return 0, 0, 0
     store.delete_many(r["object_key"] for r in pending)
     ids = [r["object_id"] for r in pending]
     with catalog.transaction() as tx:
-        for chunk in _chunks(ids, 500):
-            marks = ", ".join("?" for _ in chunk)
-            tx.execute(f"DELETE FROM membership WHERE object_id IN ({marks})", chunk)
-            tx.execute(f"DELETE FROM objects WHERE id IN ({marks})", chunk)
-            tx.execute(f"DELETE FROM gc_pending WHERE object_id IN ({marks})", chunk)
+        forget_collected(tx, ids)
     resumed = len([i for i in ids if fresh is None or i not in fresh])
     return len(pending), sum(int(r["byte_size"]) for r in pending), resumed
-
-
-def _chunks(items: list[str], size: int) -> list[list[str]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -27,6 +27,7 @@ from engine.gc.ownership import Ownership, ownership
 from engine.restore.journal import ACTIVE_STATES
 from engine.restore.plan import RestorePlan
 from tenants.catalog import Catalog
+from tenants.catalog.gc import job_ids_in, known_object_keys, plans_of_jobs_in
 from tenants.objectstore import ObjectInfo, ObjectStore
 
 OUR_KEY = re.compile(
@@ -52,25 +53,17 @@ class OrphanReport:
 
 def known_keys(catalog: Catalog) -> set[str]:
     with catalog.snapshot() as tx:
-        keys = {r["object_key"] for r in tx.all("SELECT object_key FROM objects")}
-        keys |= {r["object_key"] for r in tx.all("SELECT object_key FROM gc_pending")}
-        marks = ", ".join("?" for _ in ACTIVE_STATES)
-        jobs = tx.all(
-            "SELECT p.plan_json FROM restore_jobs j JOIN restore_plans p ON p.job_id = j.id "
-            f"WHERE j.state IN ({marks})",
-            ACTIVE_STATES,
-        )
-    for job in jobs:
-        keys |= {task.out_key for task in RestorePlan.from_json(job["plan_json"]).tasks}
+        keys = known_object_keys(tx)
+        plans = plans_of_jobs_in(tx, ACTIVE_STATES)
+    for plan_json in plans:
+        keys |= {task.out_key for task in RestorePlan.from_json(plan_json).tasks}
     return keys
 
 
 def active_job_ids(catalog: Catalog) -> set[str]:
     """Restore jobs still running or resumable: their staging dumps are in use."""
-    marks = ", ".join("?" for _ in ACTIVE_STATES)
     with catalog.snapshot() as tx:
-        rows = tx.all(f"SELECT id FROM restore_jobs WHERE state IN ({marks})", ACTIVE_STATES)
-    return {str(r["id"]) for r in rows}
+        return job_ids_in(tx, ACTIVE_STATES)
 
 
 def sweep_orphans(

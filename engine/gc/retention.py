@@ -20,6 +20,13 @@ from dataclasses import dataclass
 
 from engine.gc.clocks import real_now
 from tenants.catalog import Catalog, Tx
+from tenants.catalog.gc import (
+    active_tenant_rows,
+    purge_tenant_rows,
+    release_tables_dropped_by,
+    tenants_past_retention,
+    unfinished_restore_from,
+)
 from tenants.errors import InvalidArgument
 from tenants.protection import protection, wall_now
 from tenants.tenancy import TenantRecord, find_tenant
@@ -33,15 +40,7 @@ class PurgeResult:
 
 
 def purge_tenant_tx(tx: Tx, tenant: TenantRecord, ts: int) -> PurgeResult:
-    snapshots = tx.execute("DELETE FROM snapshots WHERE tenant_id = ?", (tenant.id,))
-    tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant.id,))
-    tx.execute("DELETE FROM pitr_windows WHERE tenant_id = ?", (tenant.id,))
-    ended = tx.execute(
-        "UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL "
-        "AND table_id IN (SELECT id FROM tables WHERE tenant_id = ?)",
-        (ts, tenant.id),
-    )
-    tx.execute("UPDATE tenants SET purged_ts = ? WHERE id = ?", (ts, tenant.id))
+    ended, snapshots = purge_tenant_rows(tx, tenant.id, ts)
     return PurgeResult(tenant.ref, ended, snapshots)
 
 
@@ -55,14 +54,10 @@ def purge_tenant(catalog: Catalog, ref: str) -> PurgeResult:
             )
         if tenant.purged_ts is not None:
             raise InvalidArgument(f"tenant {tenant.ref} was already purged")
-        running = tx.one(
-            "SELECT id FROM restore_jobs WHERE source_tenant_id = ? "
-            "AND state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')",
-            (tenant.id,),
-        )
+        running = unfinished_restore_from(tx, tenant.id)
         if running:
             raise InvalidArgument(
-                f"tenant {tenant.ref} is the source of unfinished restore job {running['id']}; "
+                f"tenant {tenant.ref} is the source of unfinished restore job {running}; "
                 "finish or cancel it first"
             )
         return purge_tenant_tx(tx, tenant, tx.commit_ts())
@@ -73,14 +68,7 @@ def expire_retention(tx: Tx) -> list[PurgeResult]:
     now = wall_now(tx)  # commit-clock "now": the ts memberships end at
     expired_before = real_now(tx.catalog)  # retention is real time
     results = []
-    rows = tx.all(
-        "SELECT * FROM tenants WHERE state = 'dropped' AND purged_ts IS NULL "
-        "AND retain_until IS NOT NULL AND retain_until < ? AND id NOT IN "
-        "(SELECT source_tenant_id FROM restore_jobs WHERE state IN "
-        "('planned', 'rewriting', 'verifying', 'installing', 'failed'))",
-        (expired_before,),
-    )
-    for row in rows:
+    for row in tenants_past_retention(tx, expired_before):
         results.append(purge_tenant_tx(tx, TenantRecord.from_row(row), now))
     _release_dropped_tables(tx, now)
     return results
@@ -89,15 +77,11 @@ def expire_retention(tx: Tx) -> list[PurgeResult]:
 def _release_dropped_tables(tx: Tx, now: int) -> int:
     """End memberships of tables dropped before every protected time of an active tenant."""
     released = 0
-    for row in tx.all("SELECT * FROM tenants WHERE state = 'active'"):
+    for row in active_tenant_rows(tx):
         tenant = TenantRecord.from_row(row)
         guard = protection(tx, tenant)
         oldest = min(
             [guard.current_from] + guard.points + ([guard.window[0]] if guard.window else [])
         )
-        released += tx.execute(
-            "UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL AND table_id IN "
-            "(SELECT id FROM tables WHERE tenant_id = ? AND dropped_ts IS NOT NULL AND dropped_ts <= ?)",
-            (now, tenant.id, oldest),
-        )
+        released += release_tables_dropped_by(tx, tenant.id, oldest, now)
     return released

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from engine.gc.reclaim import DamagedObject, measure
 from tenants.catalog import Catalog
+from tenants.catalog.gc import objects_shared_with_other_tenants
 from tenants.objects import live_objects
 from tenants.objectstore import ObjectStore
 from tenants.protection import protection
@@ -56,16 +57,7 @@ def storage(catalog: Catalog, store: ObjectStore, tenant: str) -> StorageReport:
         work = []
         for table in tables_at(tx, record, tx.last_ts()):
             objects = live_objects(tx, table.id)
-            shared = {
-                r["object_id"]
-                for r in tx.all(
-                    "SELECT DISTINCT m.object_id FROM membership m JOIN tables t ON t.id = m.table_id "
-                    "JOIN membership mine ON mine.object_id = m.object_id AND mine.table_id = ? "
-                    "AND mine.removed_ts IS NULL "
-                    "WHERE m.removed_ts IS NULL AND t.tenant_id <> ?",
-                    (table.id, record.id),
-                )
-            }
+            shared = objects_shared_with_other_tenants(tx, table.id, record.id)
             work.append((table, objects, shared))
     result = []
     damaged: list[DamagedObject] = []

@@ -19,6 +19,14 @@ from dataclasses import dataclass
 
 from engine.logical.manifest import DumpManifest, check_file, verify_dump
 from tenants.catalog import Tx
+from tenants.catalog.staging import (
+    activate_reloaded_tenant,
+    active_tenant_id,
+    delete_staging_rows,
+    insert_staging_tenant,
+    tenant_state,
+    unfinished_restore_building,
+)
 from tenants.errors import (
     AlreadyExists,
     ConcurrentModification,
@@ -110,11 +118,14 @@ def reload_dump(
             raise ConcurrentModification(
                 f"the name {target_name!r} was taken while the dump loaded"
             )
-        tx.execute(
-            "UPDATE tenants SET state = 'active', source_tenant_id = ?, source_ts = ?, "
-            "restore_job_id = ?, last_change_ts = ?, previous_holder_id = ? "
-            "WHERE id = ? AND state = 'staging'",
-            (manifest.source_tenant_id, manifest.at_ts, job_id, ts, replace_tenant_id, staging_id),
+        activate_reloaded_tenant(
+            tx,
+            staging_id,
+            source_tenant_id=manifest.source_tenant_id,
+            source_ts=manifest.at_ts,
+            job_id=job_id,
+            ts=ts,
+            previous_holder_id=replace_tenant_id,
         )
         if on_swap is not None:
             on_swap(tx)
@@ -169,60 +180,35 @@ def discard_abandoned_staging(store: TableStore, ref: str) -> TenantRecord:
     """
     with store.catalog.snapshot() as tx:
         tenant = find_tenant(tx, ref)
-        owner = tx.one(
-            "SELECT id FROM restore_jobs WHERE new_tenant_id = ? "
-            "AND state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')",
-            (tenant.id,),
-        )
+        owner = unfinished_restore_building(tx, tenant.id)
     if tenant.state != "staging":
         raise InvalidArgument(f"tenant {tenant.ref} is {tenant.state}, not a half-loaded staging tenant")
     if owner is not None:
         raise InvalidArgument(
-            f"staging tenant {tenant.ref} belongs to unfinished restore job {owner['id']}; "
-            f"resume or cancel that job (`rewind restore-tenant {tenant.name} --cancel {owner['id']}`)"
+            f"staging tenant {tenant.ref} belongs to unfinished restore job {owner}; "
+            f"resume or cancel that job (`rewind restore-tenant {tenant.name} --cancel {owner}`)"
         )
     discard_staging(store, tenant.id)
     return tenant
 
 
 def _active(tx: Tx, name: str) -> bool:
-    return tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,)) is not None
+    return active_tenant_id(tx, name) is not None
 
 
 def _create_staging(tx: Tx, staging_id: str, name: str) -> TenantRecord:
-    ts = tx.commit_ts()
-    tx.execute(
-        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) VALUES (?, ?, 'staging', ?, ?)",
-        (staging_id, name, ts, ts),
-    )
+    insert_staging_tenant(tx, staging_id, name, tx.commit_ts())
     return tenant_by_id(tx, staging_id)
 
 
 def wipe_staging(tx: Tx, objects: ObjectStore, staging_id: str) -> None:
     """Forget a half-built staging tenant left by a crash (its objects become orphans)."""
-    row = tx.one("SELECT state FROM tenants WHERE id = ?", (staging_id,))
-    if row is None:
+    state = tenant_state(tx, staging_id)
+    if state is None:
         return
-    if row["state"] != "staging":
-        raise ConcurrentModification(f"tenant id {staging_id} is already {row['state']}")
-    table_ids = [
-        r["id"] for r in tx.all("SELECT id FROM tables WHERE tenant_id = ?", (staging_id,))
-    ]
-    for table_id in table_ids:
-        object_ids = [
-            r["object_id"]
-            for r in tx.all("SELECT object_id FROM membership WHERE table_id = ?", (table_id,))
-        ]
-        tx.execute("DELETE FROM membership WHERE table_id = ?", (table_id,))
-        for object_id in object_ids:
-            tx.execute(
-                "DELETE FROM objects WHERE id = ? AND id NOT IN (SELECT object_id FROM membership)",
-                (object_id,),
-            )
-        tx.execute("DELETE FROM schema_versions WHERE table_id = ?", (table_id,))
-    tx.execute("DELETE FROM tables WHERE tenant_id = ?", (staging_id,))
-    tx.execute("DELETE FROM databases WHERE tenant_id = ?", (staging_id,))
-    tx.execute("DELETE FROM tenants WHERE id = ?", (staging_id,))
+    if state != "staging":
+        raise ConcurrentModification(f"tenant id {staging_id} is already {state}")
+    delete_staging_rows(tx, staging_id)
 
 
 def _verify(store: TableStore, manifest: DumpManifest, staging: TenantRecord) -> None:
