@@ -10,9 +10,7 @@ library, another dialect) that loses an index fails here, not in a benchmark.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,26 +21,6 @@ from tenants.catalog.install import install_reused_members
 from tenants.catalog.pins import pin_table_members, pinned_totals
 from tenants.catalog.restore_plan import member_action_totals
 from tenants.store import TableStore
-
-ROOT = Path(__file__).resolve().parent.parent
-# The restore path's domain modules: their logic calls tenants.catalog, and holds no SQL.
-RESTORE_MODULES = [
-    ROOT / "tenants" / "objects.py",
-    *sorted((ROOT / "engine" / "restore").glob("*.py")),
-]
-SQL_TEXT = re.compile(
-    r'"(SELECT|INSERT|UPDATE|DELETE|WITH) |tx\.(execute|all|one|scalar|tuples|executemany)\('
-)
-
-
-def test_restore_modules_hold_no_sql() -> None:
-    found = [
-        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-        for path in RESTORE_MODULES
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if SQL_TEXT.search(line)
-    ]
-    assert found == []
 
 
 class RecordingTx:

@@ -32,7 +32,8 @@ from engine.backup.physical import (
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
-from tenants.catalog.staging import active_tenant_id, tenant_state
+from tenants.catalog.staging import tenant_state
+from tenants.catalog.tenants import active_holder_id
 from tenants.errors import InvalidArgument, NotFound
 from tenants.names import tenant_name
 from tenants.objectstore import ObjectStore
@@ -199,7 +200,7 @@ def restore_backup(
         holder = None
         if replace:
             with store.catalog.snapshot() as tx:
-                holder = active_tenant_id(tx, name)
+                holder = active_holder_id(tx, name)
         result = reload_dump(
             store,
             dest,

@@ -32,9 +32,9 @@ from tenants.catalog.backups import (
 )
 from tenants.catalog.staging import (
     activate_restored_tenant,
-    active_tenant_id,
     insert_staging_tenant,
 )
+from tenants.catalog.tenants import active_holder_id
 from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
 from tenants.object_io import read_object
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key, sort_by_key_and_ts
@@ -248,7 +248,7 @@ def restore_physical(
     with store.catalog.transaction() as tx:
         tx.observe_ts(plan.at_ts)  # this deployment's clock may be behind the source's
         ts = tx.commit_ts()
-        holder = active_tenant_id(tx, name)
+        holder = active_holder_id(tx, name)
         if holder and not replace_existing:
             raise AlreadyExists(
                 f"tenant {name!r} exists; restore the backup under another --tenant name, or pass --replace"
@@ -260,7 +260,7 @@ def restore_physical(
 
 
 def _active_name(tx: Tx, name: str) -> bool:
-    return active_tenant_id(tx, name) is not None
+    return active_holder_id(tx, name) is not None
 
 
 def _install(

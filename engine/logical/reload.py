@@ -21,12 +21,12 @@ from engine.logical.manifest import DumpManifest, check_file, verify_dump
 from tenants.catalog import Tx
 from tenants.catalog.staging import (
     activate_reloaded_tenant,
-    active_tenant_id,
     delete_staging_rows,
     insert_staging_tenant,
     tenant_state,
     unfinished_restore_building,
 )
+from tenants.catalog.tenants import active_holder_id
 from tenants.errors import (
     AlreadyExists,
     ConcurrentModification,
@@ -193,7 +193,7 @@ def discard_abandoned_staging(store: TableStore, ref: str) -> TenantRecord:
 
 
 def _active(tx: Tx, name: str) -> bool:
-    return active_tenant_id(tx, name) is not None
+    return active_holder_id(tx, name) is not None
 
 
 def _create_staging(tx: Tx, staging_id: str, name: str) -> TenantRecord:

@@ -20,7 +20,6 @@ from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.install import (
     insert_database,
-    insert_pitr_window,
     insert_restored_tenant,
     insert_schedule,
     insert_schema_versions,
@@ -30,7 +29,8 @@ from tenants.catalog.install import (
 )
 from tenants.catalog.jobs import mark_installed
 from tenants.catalog.pins import release_pins
-from tenants.catalog.restore_plan import active_tenant_id
+from tenants.catalog.pitr import insert_pitr_window
+from tenants.catalog.tenants import active_holder_id
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.objects import add_member, insert_object
 from tenants.tenancy import (
@@ -65,7 +65,7 @@ def install(
                     f"holder of {plan.target_name!r}; cancel the job and plan again"
                 )
             retire_tenant(tx, replaced, ts, retention_us)
-        elif active_tenant_id(tx, plan.target_name) is not None:
+        elif active_holder_id(tx, plan.target_name) is not None:
             raise ConcurrentModification(
                 f"restore job {plan.job_id}: the name {plan.target_name!r} was taken meanwhile; "
                 "cancel the job and restore --to another name"

@@ -49,9 +49,10 @@ from engine.restore.rewrite import RewriteResult
 from engine.restore.verify import check_level, verify_full, verify_objects, verify_rewrites
 from tenants.catalog import Tx
 from tenants.catalog.base import wall_clock_us
-from tenants.catalog.install import installed_tenant, tenant_row
+from tenants.catalog.install import installed_tenant
 from tenants.catalog.jobs import job_lease, job_state, mark_installed, request_stop
 from tenants.catalog.pins import release_pins
+from tenants.catalog.tenants import tenant_row
 from tenants.errors import InvalidArgument, RewindError
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord

@@ -28,13 +28,13 @@ from typing import Any, Literal
 
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import (
-    active_tenant_id,
     first_stranger,
     member_action_totals,
     plan_table_rows,
     schema_version_rows,
     straddling_member_tuples,
 )
+from tenants.catalog.tenants import active_holder_id
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.lineage import inherited_snapshots, resolve_point
 from tenants.names import tenant_name
@@ -256,7 +256,7 @@ def plan_in(
         target, replaced = to or current.name, None
     elif to is not None:
         tenant_name(to)
-        if active_tenant_id(tx, to) is not None:
+        if active_holder_id(tx, to) is not None:
             raise AlreadyExists(
                 f"cannot restore into {to!r}: an active tenant has that name; "
                 "choose another --to name, or restore in place"

@@ -99,13 +99,6 @@ def insert_snapshots(tx: Tx, rows: Sequence[tuple[str, str, int, str, int, int |
     )
 
 
-def insert_pitr_window(tx: Tx, tenant_id: str, window_us: int, since_ts: int) -> None:
-    """The tenant's PITR window, protecting history from ``since_ts`` on."""
-    tx.execute(
-        "INSERT INTO pitr_windows (tenant_id, window_us, since_ts) VALUES (?, ?, ?)",
-        (tenant_id, window_us, since_ts),
-    )
-
 
 def insert_schedule(tx: Tx, tenant_id: str, schedule: dict[str, Any], set_ts: int) -> None:
     """The tenant's snapshot schedule (``tenants.schedules.Schedule`` fields), set at ``set_ts``."""
@@ -123,10 +116,6 @@ def insert_schedule(tx: Tx, tenant_id: str, schedule: dict[str, Any], set_ts: in
         ),
     )
 
-
-def tenant_row(tx: Tx, tenant_id: str) -> Row | None:
-    """The tenant's row in any state (staging included), if it exists."""
-    return tx.one("SELECT * FROM tenants WHERE id = ?", (tenant_id,))
 
 
 def installed_tenant(tx: Tx, tenant_id: str) -> Row | None:

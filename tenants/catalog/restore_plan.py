@@ -18,12 +18,6 @@ from tenants.catalog.objects import LIVE_MEMBERS, RECORD_COLUMNS
 ACTION_AT = "CASE WHEN o.max_ts <= ? THEN 'reuse' WHEN o.min_ts > ? THEN 'skip' ELSE 'rewrite' END"
 
 
-def active_tenant_id(tx: Tx, name: str) -> str | None:
-    """The id of the active tenant named ``name``, if any: whether a restore's
-    target name is taken (checked at planning, and again in the install)."""
-    row = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
-    return None if row is None else str(row["id"])
-
 
 def plan_table_rows(tx: Tx, tenant_id: str, at_ts: int, oldest_needed: int) -> list[Row]:
     """The tenant's tables created by ``at_ts`` and not dropped by ``oldest_needed``

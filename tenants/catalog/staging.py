@@ -12,13 +12,6 @@ from __future__ import annotations
 from tenants.catalog.base import Tx
 
 
-def active_tenant_id(tx: Tx, name: str) -> str | None:
-    """The id of the active tenant named ``name`` (the holder a swap retires or
-    collides with), if any."""
-    row = tx.one("SELECT id FROM tenants WHERE name = ? AND state = 'active'", (name,))
-    return None if row is None else str(row["id"])
-
-
 def tenant_state(tx: Tx, tenant_id: str) -> str | None:
     """The state of tenant ``tenant_id`` (``staging``, ``active``, ``dropped``), or
     None if no row has that id."""
