@@ -20,11 +20,11 @@ missing from the bucket.
 from __future__ import annotations
 
 import copy
-import inspect
 import os
 import tempfile
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
@@ -35,11 +35,9 @@ from restore_helpers import FaultyCatalog, SimulatedCrash, catalog_rows, with_ca
 
 from engine.backup.api import create_backup, restore_backup
 from engine.gc.run import run_gc
-from engine.logical import reload
-from engine.restore import install, journal
 from engine.restore.job import AlreadyInstalled, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress
-from tenants import objects, writes
+from tenants import catalog
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import WarehouseOwned
 from tenants.schema import TableSchema
@@ -399,8 +397,8 @@ def test_no_interleaving_of_kills_cancels_resumes_and_gc_loses_data(
 
 
 def test_the_model_kills_land_where_they_say() -> None:
-    """Each kill's statement prefix is one the restore or reload really runs."""
-    text = "".join(inspect.getsource(m) for m in (install, journal, reload, objects, writes))
+    """Each kill's statement prefix is one the catalog layer really has."""
+    text = "".join(path.read_text() for path in Path(catalog.__file__).parent.glob("*.py"))
     for prefix, _ in KILLS:
         assert prefix in text, prefix
 

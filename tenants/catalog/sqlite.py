@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+
 from tenants.errors import CatalogBusy, InvalidArgument, StorageError
 
 BUSY_TIMEOUT_S = 60.0
@@ -64,7 +66,7 @@ def connect(path: str) -> sqlite3.Connection:
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enter_wal(conn, timeout)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -78,11 +80,32 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+def _enter_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while another connection holds the file.
+
+    Switching a fresh file to WAL needs an exclusive lock, and SQLite answers
+    SQLITE_BUSY at once there instead of calling its busy handler (waiting
+    could deadlock), so processes opening a new catalog together would fail.
+    """
+    for attempt in Retrying(
+        retry=retry_if_exception(lambda e: _is_busy(e)),
+        wait=wait_random_exponential(multiplier=0.01, max=0.5),
+        stop=stop_after_delay(timeout),
+        reraise=True,
+    ):
+        with attempt:
+            conn.execute("PRAGMA journal_mode=WAL")
+
+
+def _is_busy(error: BaseException) -> bool:
+    return isinstance(error, sqlite3.OperationalError) and str(
+        getattr(error, "sqlite_errorname", "")
+    ).startswith("SQLITE_BUSY")
+
+
 def busy_error(error: BaseException, path: str, timeout: float | None = None) -> CatalogBusy | None:
     """``CatalogBusy`` for SQLite's "database is locked" (by its code, never its text)."""
-    if not isinstance(error, sqlite3.OperationalError):
-        return None
-    if not str(getattr(error, "sqlite_errorname", "")).startswith("SQLITE_BUSY"):
+    if not _is_busy(error):
         return None
     waited = BUSY_TIMEOUT_S if timeout is None else timeout
     holder = lock_holder(path)
