@@ -4,8 +4,8 @@ Reads as values handed along one line. Each step's outcome is journaled
 before the next starts; a crash anywhere leaves the source untouched (the
 restore only ever writes under the new tenant's prefix and, at the very end,
 one install transaction that also marks the job done). ``resume_restore``
-picks up from the journal, skipping finished tasks; ``cancel_restore`` removes
-the job's outputs and pins.
+picks up from the journal, skipping finished tasks; ``cancel_restore`` (engine.restore.cancel)
+removes the job's outputs and pins.
 
 The process running a job holds its lease (``engine.restore.lease``), and
 every state change it makes is conditional on that lease. ``cancel_restore``
@@ -22,6 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.executors import choose_executor
+from engine.restore.cancel import AlreadyInstalled as AlreadyInstalled
+from engine.restore.cancel import RestoreCancelled, cancel_now, staging_root
+from engine.restore.cancel import cancel_restore as cancel_restore
 from engine.restore.install import install
 from engine.restore.journal import (
     ACTIVE_STATES,
@@ -35,22 +38,16 @@ from engine.restore.journal import (
     transition,
 )
 from engine.restore.lease import (
-    JobBusy,
     JobLease,
     LeaseLost,
     StopRequested,
-    describe,
-    lease_live,
-    lease_seconds,
 )
 from engine.restore.members import PlanOutdated, require_current_pins
 from engine.restore.plan import RestorePlan, plan_restore
 from engine.restore.rewrite import RewriteResult
 from engine.restore.verify import check_level, verify_full, verify_objects, verify_rewrites
 from tenants.catalog import Tx
-from tenants.catalog.base import wall_clock_us
-from tenants.catalog.install import installed_tenant
-from tenants.catalog.jobs import job_lease, job_state, mark_installed, request_stop
+from tenants.catalog.jobs import mark_installed
 from tenants.catalog.pins import release_pins
 from tenants.catalog.tenants import tenant_row
 from tenants.errors import InvalidArgument, RewindError
@@ -164,109 +161,6 @@ def resume_restore(
     return _run(store, job, lease, progress, {})
 
 
-class RestoreCancelled(RewindError):
-    """The job stopped because ``--cancel`` asked it to; its outputs are removed."""
-
-
-class AlreadyInstalled(InvalidArgument):
-    """The job's result is a live (or retained) tenant: cancelling would delete its objects."""
-
-
-def cancel_restore(store: TableStore, job_id: str, *, wait_s: float | None = None) -> JobRecord:
-    """Cancel a job: mark it cancelled, release its pins, then delete its outputs.
-
-    A job that a live process runs is asked to stop, and this waits up to
-    ``wait_s`` (default: one lease lifetime) for it to cancel itself. A job
-    whose result was installed is never cancelled. The source was never
-    touched, so cancelling changes nothing anyone can read.
-
-    Raises:
-        AlreadyInstalled, InvalidArgument: the job is done, installed or cancelled.
-        JobBusy: the job still runs after ``wait_s`` (it was asked to stop).
-    """
-    job = load_job(store.catalog, job_id)
-    with store.catalog.snapshot() as tx:
-        _refuse_finished(tx, job)
-    if lease_live(job.lease_row):
-        job = _ask_to_stop(store, job, lease_seconds() + 5 if wait_s is None else wait_s)
-        if job.state == "cancelled":
-            return job
-    return _cancel_now(store, job, holder=None)
-
-
-def _ask_to_stop(store: TableStore, job: JobRecord, wait_s: float) -> JobRecord:
-    """Ask the live holder to stop; return the job once it is cancelled or its lease died."""
-    with store.catalog.transaction() as tx:
-        request_stop(tx, job.id, wall_clock_us())
-    log.info("restore job %s: asked %s to stop", job.id, describe(job.lease_row))
-    deadline = time.monotonic() + wait_s
-    while True:
-        job = load_job(store.catalog, job.id)
-        if job.state == "cancelled" or not lease_live(job.lease_row):
-            return job
-        if job.state == "done":
-            with store.catalog.snapshot() as tx:
-                _refuse_finished(tx, job)
-        if time.monotonic() >= deadline:
-            raise JobBusy(
-                f"restore job {job.id} is still running on {describe(job.lease_row)}; it was asked "
-                f"to stop and will at its next step; run `--cancel {job.id}` again to check"
-            )
-        time.sleep(0.1)
-
-
-def _refuse_finished(tx: Tx, job: JobRecord) -> None:
-    """A done or cancelled job, or one whose tenant is installed, is not cancelled."""
-    state = job_state(tx, job.id)
-    installed = installed_tenant(tx, job.plan.new_tenant_id)
-    if state == "cancelled":
-        raise InvalidArgument(f"restore job {job.id} is cancelled; it cannot be cancelled")
-    if installed is not None or state == "done":
-        ref = f"{job.plan.target_name}@{job.plan.new_tenant_id}"
-        if state != "done":
-            raise AlreadyInstalled(
-                f"restore job {job.id} already installed tenant {ref} (the process stopped before "
-                f"marking the job done); cancelling would delete a live tenant's objects: finish "
-                f"it with `rewind restore-tenant {job.plan.target_name} --resume {job.id}`"
-            )
-        raise AlreadyInstalled(
-            f"restore job {job.id} is done: it installed tenant {ref}, so it cannot be "
-            f"cancelled; to undo it, restore {job.plan.target_name!r} to a time before it "
-            "(`rewind history` lists the retired tenant and its snapshots)"
-        )
-
-
-def _cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobRecord:
-    """Cancel in one transaction, then delete the outputs nothing can reference any more.
-
-    ``holder`` is the lease holder cancelling its own job; ``None`` is another
-    process, which may cancel only when no live process holds the lease.
-    """
-    with store.catalog.transaction() as tx:
-        _refuse_finished(tx, job)
-        row = job_lease(tx, job.id)
-        assert row is not None
-        if holder is None and lease_live(row):
-            raise JobBusy(
-                f"restore job {job.id} is running on {describe(row)}; ask it to stop with "
-                f"`--cancel {job.id}` (which waits for it)"
-            )
-        transition(tx, job.id, "cancelled", expect=ACTIVE_STATES, holder=holder)
-        release_pins(tx, job.id)
-        if job.method == "logical":
-            from engine.logical.reload import wipe_staging
-
-            wipe_staging(tx, store.objects, job.plan.new_tenant_id)
-    # The catalog now says: no tenant was installed from this job and no process
-    # will install one (a paused holder's install is conditional on its lease and
-    # on the job's state). Its outputs are unreferenced; a crash here leaves them
-    # as orphans for GC's sweep.
-    for prefix in (f"tenants/{job.plan.new_tenant_id}/", f"{staging_root(job.id)}/"):
-        store.objects.delete_many(info.key for info in store.objects.list(prefix))
-    log.info("restore job %s of tenant %s cancelled", job.id, job.plan.source.ref)
-    return load_job(store.catalog, job.id)
-
-
 def choose_method(method: str, plan: RestorePlan) -> tuple[str, str]:
     """(method, why). Physical needs the source's objects in this warehouse, readable
     by this Rewind; the plan has already proven that (it lists them from the
@@ -296,7 +190,7 @@ def _run(
                 return _run_logical(store, job, lease, seconds)
             return _run_physical(store, job, lease, progress, seconds)
         except StopRequested as e:
-            _cancel_now(store, job, holder=lease.holder)
+            cancel_now(store, job, holder=lease.holder)
             raise RestoreCancelled(
                 f"restore job {job.id} of tenant {job.plan.source.ref} was cancelled on request; "
                 "its outputs and pins are removed and the source was never touched"
@@ -366,11 +260,6 @@ def _run_physical(
         tables_compared=compared,
         seconds=seconds,
     )
-
-
-def staging_root(job_id: str) -> str:
-    """Where a logical restore job dumps, inside the warehouse (never under tenants/)."""
-    return f"staging/{job_id}"
 
 
 def _run_logical(
