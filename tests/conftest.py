@@ -2,7 +2,8 @@
 
 Every storage test gets a fresh bucket on the real moto HTTP server and a real
 SQLite catalog file under ``tmp_path``, so tests can run in parallel without
-seeing each other.
+seeing each other. PostgreSQL catalogs live in one throwaway database per run
+(``pg_catalog_uri``), one fresh schema per catalog (``new_pg_catalog_uri``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,59 @@ def s3_server() -> Iterator[EmbeddedS3]:
     server.export_env()
     yield server
     server.stop()
+
+
+PG_ADMIN = os.environ.get("REWIND_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session")
+def pg_catalog_uri() -> Iterator[str]:
+    """A throwaway database ``rewind_test_<random>`` on the test server, dropped at the end.
+
+    A server that does not answer fails the run (``.ci/run`` starts one): a
+    PostgreSQL test skipped in silence would hide a broken backend.
+    """
+    import psycopg
+
+    name = f"rewind_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as e:
+        pytest.fail(f"PostgreSQL at {PG_ADMIN} does not answer ({e}); start it (.ci/run does)")
+    with admin:
+        # C collation: text sorts by bytes, as on SQLite (tenant and table lists).
+        admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' "
+            "LC_COLLATE 'C' LC_CTYPE 'C'"
+        )
+    yield PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"  # the admin URI, naming the new database
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def new_pg_catalog_uri(pg_catalog_uri: str) -> Callable[[], str]:
+    """Make a fresh, empty PostgreSQL catalog (a new schema in the run's database)."""
+    import psycopg
+
+    def make() -> str:
+        schema = f"c_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_catalog_uri, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        return f"{pg_catalog_uri}?options=-csearch_path%3D{schema}"
+
+    return make
+
+
+@pytest.fixture(params=BACKENDS)
+def new_catalog_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """Make a fresh catalog URI on each backend in turn (the test runs once per backend)."""
+    if request.param == "postgresql":
+        make_pg: Callable[[], str] = request.getfixturevalue("new_pg_catalog_uri")
+        return make_pg
+    counter = iter(range(1_000_000))
+    return lambda: f"sqlite:///{tmp_path / f'catalog{next(counter)}.db'}"
 
 
 @pytest.fixture
