@@ -231,12 +231,13 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
 
     if postgres.is_postgres_uri(uri):
         shown = postgres.redact(uri)
-        conn = postgres.connect(uri)
+        waits = postgres.LOCK_TIMEOUT_S
+        conn = postgres.connect(uri, waits)
         return Catalog(
             conn,
             shown,
             clock,
-            busy=lambda error: postgres.busy_error(error, conn, shown),
+            busy=lambda error: postgres.busy_error(error, conn, shown, waits),
             dialect=postgres.POSTGRES,
         )
 

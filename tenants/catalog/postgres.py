@@ -58,9 +58,7 @@ def check_uri(uri: str) -> None:
     try:
         params = psycopg.conninfo.conninfo_to_dict(uri)
     except psycopg.ProgrammingError as e:
-        raise InvalidArgument(
-            f"invalid catalog {shown!r}: {redact(str(e))}; use {VALID}"
-        ) from None
+        raise InvalidArgument(f"invalid catalog {shown!r}: {redact(str(e))}; use {VALID}") from None
     if not params.get("dbname"):
         raise InvalidArgument(f"invalid catalog {shown!r}: it names no database; use {VALID}")
 
@@ -143,13 +141,16 @@ def application_name() -> str:
     return f"rewind pid {os.getpid()} on {socket.gethostname()} ({command})"[:63]
 
 
-def connect(uri: str, lock_timeout_s: float = LOCK_TIMEOUT_S) -> psycopg.Connection[Any]:
+def connect(uri: str, lock_timeout_s: float | None = None) -> psycopg.Connection[Any]:
     """Connect to ``uri`` with transactions under the catalog's control.
 
     ``autocommit=True`` hands transaction control to the catalog, which issues
-    ``BEGIN``/``COMMIT``/``ROLLBACK`` itself as it does on SQLite.
+    ``BEGIN``/``COMMIT``/``ROLLBACK`` itself as it does on SQLite. A lock wait
+    gives up after ``lock_timeout_s`` (default ``LOCK_TIMEOUT_S``).
     """
     check_uri(uri)
+    if lock_timeout_s is None:
+        lock_timeout_s = LOCK_TIMEOUT_S
     try:
         conn = psycopg.connect(uri, autocommit=True, application_name=application_name())
         conn.adapters.register_loader("numeric", _IntegralNumericLoader)
@@ -159,14 +160,20 @@ def connect(uri: str, lock_timeout_s: float = LOCK_TIMEOUT_S) -> psycopg.Connect
     return conn
 
 
-def busy_error(error: BaseException, conn: Any, uri: str) -> CatalogBusy | None:
+def busy_error(
+    error: BaseException, conn: Any, uri: str, lock_timeout_s: float | None = None
+) -> CatalogBusy | None:
     """``CatalogBusy`` for a lock timeout, serialization failure or deadlock (by SQLSTATE)."""
     if not isinstance(error, psycopg.Error) or error.sqlstate not in BUSY_SQLSTATES:
         return None
     holder = lock_holder(conn)
     by = f"held by {holder}" if holder else "held by another session"
     if error.sqlstate == "55P03":
-        why = f"its writer lock (the clock row) is {by} and was not released within the lock timeout"
+        waited = LOCK_TIMEOUT_S if lock_timeout_s is None else lock_timeout_s
+        why = (
+            f"its writer lock (the clock row) is {by} and was not released within "
+            f"the lock timeout ({waited:g} s)"
+        )
     else:
         why = f"the transaction conflicted with another ({error.sqlstate}: {error.diag.message_primary})"
     return CatalogBusy(f"catalog {redact(uri)} busy, retry: {why}")
