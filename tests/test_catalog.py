@@ -338,3 +338,18 @@ def test_postgres_catalog_errors_never_show_the_password(uri: str) -> None:
 def test_postgres_catalog_uri_naming_no_database_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="names no database"):
         open_catalog("postgresql://postgres:hunter2@127.0.0.1:5432")
+
+
+def test_last_dropped_holder_of_a_name_ignores_tenants_never_dropped(store: TableStore) -> None:
+    """``ORDER BY dropped_ts DESC`` puts NULLs last on SQLite and first on PostgreSQL:
+    a staging tenant (never dropped) under the name must not hide the dropped one."""
+    from tenants.catalog.staging import insert_staging_tenant
+    from tenants.catalog.tenants import insert_tenant, last_dropped_id, retire_tenant_row
+
+    with store.catalog.transaction() as tx:
+        ts = tx.commit_ts()
+        insert_tenant(tx, "t0ld", "acme", ts)
+        assert retire_tenant_row(tx, "t0ld", ts, ts + 1)
+        insert_staging_tenant(tx, "t5tg", "acme", ts)
+    with store.catalog.snapshot() as tx:
+        assert last_dropped_id(tx, "acme") == "t0ld"

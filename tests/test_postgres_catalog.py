@@ -21,6 +21,7 @@ from gc_helpers import bucket_listing
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from tenants.catalog import postgres
+from tenants.catalog.dialect import to_pyformat
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import AlreadyExists, CatalogBusy, NotFound
 from tenants.schema import TableSchema
@@ -181,3 +182,15 @@ def test_a_busy_postgres_catalog_names_the_holder_and_readers_never_wait(
     other.write("acme", "db", "t", upserts=batch(2))  # the lock is free again
     assert keys(pg_store.read("acme", "db", "t")) == [1, 2]
     other.close()
+
+
+def test_statements_reach_postgres_with_their_literals_intact(pg_store: TableStore) -> None:
+    """``?`` inside a quoted literal stays, a literal ``%`` is doubled for psycopg,
+    and SQLite's ``INDEXED BY`` hint is dropped, once per statement text."""
+    sql = "SELECT '?%' AS q, ? AS p, COUNT(*) AS n FROM objects o INDEXED BY objects_plan WHERE o.object_key LIKE '%x'"
+    assert to_pyformat(sql) == (
+        "SELECT '?%%' AS q, %s AS p, COUNT(*) AS n FROM objects o WHERE o.object_key LIKE '%%x'"
+    )
+    assert to_pyformat(sql) is to_pyformat(sql)  # cached
+    with pg_store.catalog.snapshot() as tx:
+        assert tx.one(sql, (7,)) == {"q": "?%", "p": 7, "n": 0}
