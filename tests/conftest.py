@@ -122,12 +122,23 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
+def default_catalog_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh catalog for fixtures not yet parametrised by backend: a SQLite file,
+    or with ``REWIND_TEST_BACKEND=postgresql`` a fresh PostgreSQL schema (to see
+    which suites pass on PostgreSQL before each is parametrised)."""
+    if os.environ.get("REWIND_TEST_BACKEND") == "postgresql":
+        make: Callable[[], str] = request.getfixturevalue("new_pg_catalog_uri")
+        return make()
+    return f"sqlite:///{tmp_path / 'catalog.db'}"
+
+
+@pytest.fixture
 def store(
-    s3_server: EmbeddedS3, bucket: str, tmp_path: Path, clock: ManualClock
+    s3_server: EmbeddedS3, bucket: str, default_catalog_uri: str, clock: ManualClock
 ) -> Iterator[TableStore]:
-    """A TableStore on a fresh moto bucket and a fresh SQLite catalog file."""
+    """A TableStore on a fresh moto bucket and a fresh catalog (SQLite by default)."""
     table_store = TableStore.open(
-        f"sqlite:///{tmp_path / 'catalog.db'}",
+        default_catalog_uri,
         f"s3://{bucket}/warehouse",
         s3=s3_server.settings,
         clock=clock,

@@ -50,6 +50,17 @@ class Dialect:
         )
 
 
+    def table_names(self, tx: Tx) -> list[str]:
+        """The catalog's tables, by name (what a dump or a copy walks)."""
+        return [
+            str(r[0])
+            for r in tx.tuples(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
+
+
 SQLITE = Dialect()
 
 _INDEX_HINT = re.compile(r"\s+INDEXED\s+BY\s+\w+", re.IGNORECASE)

@@ -119,6 +119,16 @@ class PostgresDialect(Dialect):
     def schema_exists(self, tx: Tx) -> bool:
         return bool(tx.scalar("SELECT to_regclass('meta') IS NOT NULL"))
 
+    def table_names(self, tx: Tx) -> list[str]:
+        # The catalog's schema is the first on the connection's search_path.
+        return [
+            str(r[0])
+            for r in tx.tuples(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                "ORDER BY tablename"
+            )
+        ]
+
 
 POSTGRES = PostgresDialect()
 
