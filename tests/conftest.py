@@ -148,8 +148,11 @@ def store(
 
 
 @pytest.fixture
-def uris(bucket: str, tmp_path: Path) -> tuple[str, str]:
-    """A fresh catalog file and warehouse, as the CLI's ``--catalog``/``--warehouse``."""
+def uris(request: pytest.FixtureRequest, bucket: str, tmp_path: Path) -> tuple[str, str]:
+    """A fresh catalog file (or PostgreSQL schema, see ``default_catalog_uri``) and
+    warehouse, as the CLI's ``--catalog``/``--warehouse``."""
+    if os.environ.get("REWIND_TEST_BACKEND") == "postgresql":
+        return request.getfixturevalue("default_catalog_uri"), f"s3://{bucket}/wh"
     return f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/wh"
 
 
