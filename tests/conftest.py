@@ -2,7 +2,8 @@
 
 Every storage test gets a fresh bucket on the real moto HTTP server and a real
 SQLite catalog file under ``tmp_path``, so tests can run in parallel without
-seeing each other.
+seeing each other. PostgreSQL catalogs live in one throwaway database per run
+(``pg_catalog_uri``), one fresh schema per catalog (``new_pg_catalog_uri``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,59 @@ def s3_server() -> Iterator[EmbeddedS3]:
     server.stop()
 
 
+PG_ADMIN = os.environ.get("REWIND_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+BACKENDS = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session")
+def pg_catalog_uri() -> Iterator[str]:
+    """A throwaway database ``rewind_test_<random>`` on the test server, dropped at the end.
+
+    A server that does not answer fails the run (``.ci/run`` starts one): a
+    PostgreSQL test skipped in silence would hide a broken backend.
+    """
+    import psycopg
+
+    name = f"rewind_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as e:
+        pytest.fail(f"PostgreSQL at {PG_ADMIN} does not answer ({e}); start it (.ci/run does)")
+    with admin:
+        # C collation: text sorts by bytes, as on SQLite (tenant and table lists).
+        admin.execute(
+            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' "
+            "LC_COLLATE 'C' LC_CTYPE 'C'"
+        )
+    yield PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"  # the admin URI, naming the new database
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def new_pg_catalog_uri(pg_catalog_uri: str) -> Callable[[], str]:
+    """Make a fresh, empty PostgreSQL catalog (a new schema in the run's database)."""
+    import psycopg
+
+    def make() -> str:
+        schema = f"c_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_catalog_uri, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        return f"{pg_catalog_uri}?options=-csearch_path%3D{schema}"
+
+    return make
+
+
+@pytest.fixture(params=BACKENDS)
+def new_catalog_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """Make a fresh catalog URI on each backend in turn (the test runs once per backend)."""
+    if request.param == "postgresql":
+        make_pg: Callable[[], str] = request.getfixturevalue("new_pg_catalog_uri")
+        return make_pg
+    counter = iter(range(1_000_000))
+    return lambda: f"sqlite:///{tmp_path / f'catalog{next(counter)}.db'}"
+
+
 @pytest.fixture
 def bucket(s3_server: EmbeddedS3) -> str:
     name = f"rewind-test-{uuid.uuid4().hex[:12]}"
@@ -68,12 +122,23 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
+def default_catalog_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh catalog for fixtures not yet parametrised by backend: a SQLite file,
+    or with ``REWIND_TEST_BACKEND=postgresql`` a fresh PostgreSQL schema (to see
+    which suites pass on PostgreSQL before each is parametrised)."""
+    if os.environ.get("REWIND_TEST_BACKEND") == "postgresql":
+        make: Callable[[], str] = request.getfixturevalue("new_pg_catalog_uri")
+        return make()
+    return f"sqlite:///{tmp_path / 'catalog.db'}"
+
+
+@pytest.fixture
 def store(
-    s3_server: EmbeddedS3, bucket: str, tmp_path: Path, clock: ManualClock
+    s3_server: EmbeddedS3, bucket: str, default_catalog_uri: str, clock: ManualClock
 ) -> Iterator[TableStore]:
-    """A TableStore on a fresh moto bucket and a fresh SQLite catalog file."""
+    """A TableStore on a fresh moto bucket and a fresh catalog (SQLite by default)."""
     table_store = TableStore.open(
-        f"sqlite:///{tmp_path / 'catalog.db'}",
+        default_catalog_uri,
         f"s3://{bucket}/warehouse",
         s3=s3_server.settings,
         clock=clock,
@@ -83,8 +148,11 @@ def store(
 
 
 @pytest.fixture
-def uris(bucket: str, tmp_path: Path) -> tuple[str, str]:
-    """A fresh catalog file and warehouse, as the CLI's ``--catalog``/``--warehouse``."""
+def uris(request: pytest.FixtureRequest, bucket: str, tmp_path: Path) -> tuple[str, str]:
+    """A fresh catalog file (or PostgreSQL schema, see ``default_catalog_uri``) and
+    warehouse, as the CLI's ``--catalog``/``--warehouse``."""
+    if os.environ.get("REWIND_TEST_BACKEND") == "postgresql":
+        return request.getfixturevalue("default_catalog_uri"), f"s3://{bucket}/wh"
     return f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/wh"
 
 

@@ -76,12 +76,7 @@ def put_raw(s3: Any, bucket: str, key: str, body: bytes = b"not ours") -> None:
 def catalog_dump(store: TableStore) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every catalog table, sorted: "the catalog did not change" is equality."""
     with store.catalog.snapshot() as tx:
-        names = [
-            r["name"]
-            for r in tx.all(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        ]
+        names = store.catalog.dialect.table_names(tx)
         return {
             name: sorted((tuple(r.values()) for r in tx.all(f"SELECT * FROM {name}")), key=repr)
             for name in names

@@ -82,10 +82,7 @@ class State:
 def state(world: World) -> State:
     """Everything a failed call could have changed: every catalog row and every key."""
     with world.store.catalog.snapshot() as tx:
-        tables = [
-            r["name"]
-            for r in tx.all("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        ]
+        tables = world.store.catalog.dialect.table_names(tx)
         catalog = {
             name: sorted((tuple(r.values()) for r in tx.all(f'SELECT * FROM "{name}"')), key=repr)
             for name in tables

@@ -1,19 +1,27 @@
-"""The catalog: its timestamp oracle and its migrations."""
+"""The catalog: its timestamp oracle and its migrations, on both backends.
+
+Each test taking ``store`` or ``new_catalog_uri`` runs once on SQLite and once on
+PostgreSQL (tests/conftest.py); the few that probe a SQLite file say so.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from conftest import ManualClock
 
+from tenants.catalog import postgres
 from tenants.catalog.base import Catalog, open_catalog, wall_clock_us
 from tenants.catalog.migrations import LATEST_VERSION, MIGRATIONS, ddl_fingerprint
-from tenants.catalog.sqlite import connect
-from tenants.errors import CatalogVersionError, InvalidArgument, SchemaMismatch
+from tenants.catalog.sqlite import connect, sqlite_path
+from tenants.embedded_s3 import EmbeddedS3
+from tenants.errors import CatalogVersionError, InvalidArgument, SchemaMismatch, StorageError
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tenants.tenancy import find_tenant
@@ -23,6 +31,18 @@ SCHEMA = TableSchema.of([("k", "int64"), ("v", "string")], ["k"])
 
 def batch(*keys: int) -> pa.Table:
     return pa.table({"k": pa.array(keys, pa.int64()), "v": [f"v{k}" for k in keys]})
+
+
+@pytest.fixture
+def store(
+    s3_server: EmbeddedS3, bucket: str, new_catalog_uri: Callable[[], str], clock: ManualClock
+) -> Iterator[TableStore]:
+    """conftest's ``store``, on each backend in turn."""
+    table_store = TableStore.open(
+        new_catalog_uri(), f"s3://{bucket}/warehouse", s3=s3_server.settings, clock=clock
+    )
+    yield table_store
+    table_store.close()
 
 
 # ---------------------------------------------------------------------------
@@ -108,12 +128,20 @@ class UnmigratedCatalog(Catalog):
         pass
 
 
-def build_catalog_at(path: Path, version: int) -> None:
-    """A catalog file at ``version`` (0: an empty file), with data where tables exist."""
+def raw_catalog(uri: str, cls: type[Catalog] = UnmigratedCatalog) -> Any:
+    """``cls`` on a plain connection to ``uri``, with the backend's dialect."""
+    if postgres.is_postgres_uri(uri):
+        return cls(postgres.connect(uri), uri, dialect=postgres.POSTGRES)
+    return cls(connect(sqlite_path(uri)), uri)
+
+
+def build_catalog_at(uri: str, version: int) -> None:
+    """A catalog at ``version`` (0: an empty file or schema), with data where tables exist."""
     if version == 0:
-        path.touch()
+        if not postgres.is_postgres_uri(uri):
+            Path(sqlite_path(uri)).touch()
         return
-    catalog = UnmigratedCatalog(connect(str(path)), f"sqlite:///{path}")
+    catalog = raw_catalog(uri)
     for step in range(1, version + 1):
         catalog.apply_migration(step)
     with catalog.transaction() as tx:
@@ -127,32 +155,58 @@ def build_catalog_at(path: Path, version: int) -> None:
     catalog.close()
 
 
-def ddl(path: Path) -> list[tuple[str, str, str]]:
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute(
-            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
-        ).fetchall()
-    finally:
-        conn.close()
+# Every column, index and constraint of the catalog's schema, schema-qualified
+# names stripped so two catalogs (two schemas) compare equal.
+PG_DDL = """
+SELECT 'column', table_name || '.' || column_name,
+       data_type || ' ' || is_nullable || ' ' || COALESCE(column_default, '') || ' '
+       || COALESCE(character_maximum_length::text, '') || ' ' || ordinal_position::text
+  FROM information_schema.columns WHERE table_schema = current_schema()
+UNION ALL
+SELECT 'index', indexname, replace(indexdef, current_schema() || '.', '')
+  FROM pg_indexes WHERE schemaname = current_schema()
+UNION ALL
+SELECT 'constraint', conrelid::regclass::text || '.' || conname, pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+ORDER BY 1, 2
+"""
+
+
+def ddl(uri: str) -> list[tuple[str, str, str]]:
+    if postgres.is_postgres_uri(uri):
+        catalog = raw_catalog(uri)
+        try:
+            with catalog.snapshot() as tx:
+                rows = tx.tuples(PG_DDL)
+        finally:
+            catalog.close()
+    else:
+        conn = sqlite3.connect(sqlite_path(uri))
+        try:
+            rows = conn.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+            ).fetchall()
+        finally:
+            conn.close()
     return [(t, n, " ".join((s or "").split())) for t, n, s in rows]
 
 
-def meta(path: Path) -> dict[str, str]:
-    conn = sqlite3.connect(path)
+def meta(uri: str) -> dict[str, str]:
+    catalog = raw_catalog(uri)
     try:
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        with catalog.snapshot() as tx:
+            return {str(k): str(v) for k, v in tx.tuples("SELECT key, value FROM meta")}
     finally:
-        conn.close()
+        catalog.close()
 
 
-def set_meta(path: Path, key: str, value: str) -> None:
-    conn = sqlite3.connect(path)
+def set_meta(uri: str, key: str, value: str) -> None:
+    catalog = raw_catalog(uri)
     try:
-        with conn:
-            conn.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+        with catalog.transaction() as tx:
+            tx.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
     finally:
-        conn.close()
+        catalog.close()
 
 
 def test_migration_steps_are_consistent() -> None:
@@ -162,22 +216,24 @@ def test_migration_steps_are_consistent() -> None:
 
 
 @pytest.mark.parametrize("version", range(0, LATEST_VERSION))
-def test_older_catalog_migrates_to_latest_keeping_its_data(tmp_path: Path, version: int) -> None:
-    fresh = tmp_path / "fresh.db"
-    open_catalog(f"sqlite:///{fresh}").close()
-    old = tmp_path / "old.db"
+def test_older_catalog_migrates_to_latest_keeping_its_data(
+    new_catalog_uri: Callable[[], str], version: int
+) -> None:
+    fresh = new_catalog_uri()
+    open_catalog(fresh).close()
+    old = new_catalog_uri()
     build_catalog_at(old, version)
 
-    catalog = open_catalog(f"sqlite:///{old}")
+    catalog = open_catalog(old)
     try:
         assert catalog.schema_version == LATEST_VERSION
         if version:
             with catalog.snapshot() as tx:
                 assert tx.last_ts() == 12345
                 tenant = find_tenant(tx, "old")
+                pins = tx.tuples("SELECT job_id, table_id, object_id, action FROM job_pins")
             assert (tenant.id, tenant.state, tenant.created_ts) == ("0ld", "active", 100)
             if version >= 3:
-                pins = tx.tuples("SELECT job_id, table_id, object_id, action FROM job_pins")
                 assert pins == ([("j0b", "", "0bj", "legacy")] if version < 6 else [])
     finally:
         catalog.close()
@@ -186,13 +242,15 @@ def test_older_catalog_migrates_to_latest_keeping_its_data(tmp_path: Path, versi
 
     # Reopening a migrated catalog changes nothing.
     migrated = ddl(old)
-    open_catalog(f"sqlite:///{old}").close()
+    open_catalog(old).close()
     assert ddl(old) == migrated
     assert meta(old)["schema_version"] == str(LATEST_VERSION)
 
 
-def test_reopening_a_catalog_keeps_its_clock_and_data(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'c.db'}"
+def test_reopening_a_catalog_keeps_its_clock_and_data(
+    new_catalog_uri: Callable[[], str], tmp_path: Path
+) -> None:
+    uri = new_catalog_uri()
     store = TableStore.open(uri, f"file://{tmp_path / 'wh'}")
     store.create_tenant("acme")
     store.create_table("acme", "db", "t", SCHEMA)
@@ -206,37 +264,40 @@ def test_reopening_a_catalog_keeps_its_clock_and_data(tmp_path: Path) -> None:
         reopened.close()
 
 
-def test_catalog_from_a_newer_rewind_is_refused_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "c.db"
-    open_catalog(f"sqlite:///{path}").close()
-    set_meta(path, "schema_version", str(LATEST_VERSION + 1))
-    before = ddl(path)
+def test_catalog_from_a_newer_rewind_is_refused_untouched(new_catalog_uri: Callable[[], str]) -> None:
+    uri = new_catalog_uri()
+    open_catalog(uri).close()
+    set_meta(uri, "schema_version", str(LATEST_VERSION + 1))
+    before = ddl(uri)
     with pytest.raises(CatalogVersionError, match=rf"schema version {LATEST_VERSION + 1}.*upgrade Rewind"):
-        open_catalog(f"sqlite:///{path}")
-    assert meta(path)["schema_version"] == str(LATEST_VERSION + 1)
-    assert ddl(path) == before
+        open_catalog(uri)
+    assert meta(uri)["schema_version"] == str(LATEST_VERSION + 1)
+    assert ddl(uri) == before
 
 
 @pytest.mark.parametrize("version", range(1, LATEST_VERSION + 1))
-def test_catalog_with_a_tampered_ddl_fingerprint_is_refused_untouched(tmp_path: Path, version: int) -> None:
-    path = tmp_path / "c.db"
-    build_catalog_at(path, version)
-    set_meta(path, "ddl_fingerprint", "0" * 64)
-    before = ddl(path)
+def test_catalog_with_a_tampered_ddl_fingerprint_is_refused_untouched(
+    new_catalog_uri: Callable[[], str], version: int
+) -> None:
+    uri = new_catalog_uri()
+    build_catalog_at(uri, version)
+    set_meta(uri, "ddl_fingerprint", "0" * 64)
+    before = ddl(uri)
     with pytest.raises(CatalogVersionError, match=rf"schema version {version} has DDL fingerprint 0{{64}}"):
-        open_catalog(f"sqlite:///{path}")
-    assert ddl(path) == before
-    assert meta(path) == {"schema_version": str(version), "ddl_fingerprint": "0" * 64}
+        open_catalog(uri)
+    assert ddl(uri) == before
+    assert meta(uri) == {"schema_version": str(version), "ddl_fingerprint": "0" * 64}
 
 
-def test_two_processes_opening_a_new_catalog_at_once_both_succeed(tmp_path: Path) -> None:
+def test_two_processes_opening_a_new_catalog_at_once_both_succeed(
+    new_catalog_uri: Callable[[], str],
+) -> None:
     """Another opener migrates between this opener's version check and its first step.
 
     Two CLI invocations on a fresh catalog (or two workers sharing one) race
     like this; each step must notice it was already applied.
     """
-    path = tmp_path / "c.db"
-    uri = f"sqlite:///{path}"
+    uri = new_catalog_uri()
     raced: list[int] = []
 
     class RacedCatalog(Catalog):
@@ -246,7 +307,7 @@ def test_two_processes_opening_a_new_catalog_at_once_both_succeed(tmp_path: Path
                 open_catalog(uri).close()  # the other process wins the race
             super().apply_migration(version)
 
-    catalog = RacedCatalog(connect(str(path)), uri)
+    catalog = raw_catalog(uri, RacedCatalog)
     try:
         assert raced == [1]
         assert catalog.schema_version == LATEST_VERSION
@@ -254,7 +315,41 @@ def test_two_processes_opening_a_new_catalog_at_once_both_succeed(tmp_path: Path
         catalog.close()
 
 
-@pytest.mark.parametrize("uri", ["postgresql://localhost/rewind", "mysql://x", "catalog.db"])
+@pytest.mark.parametrize("uri", ["mysql://x", "catalog.db", "sqlite://host/c.db"])
 def test_unsupported_catalog_uri_is_refused(uri: str) -> None:
-    with pytest.raises(InvalidArgument, match="unsupported catalog"):
+    with pytest.raises(InvalidArgument, match="unsupported catalog|invalid catalog"):
         open_catalog(uri)
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "postgresql://postgres:hunter2@127.0.0.1:1/rewind",  # nothing listens on port 1
+        "postgresql://postgres:hunter2@127.0.0.1:5432/rewind_no_such_database",
+    ],
+)
+def test_postgres_catalog_errors_never_show_the_password(uri: str) -> None:
+    with pytest.raises(StorageError, match="cannot open catalog") as raised:
+        open_catalog(uri)
+    assert "hunter2" not in str(raised.value)
+    assert "postgres:***@127.0.0.1" in str(raised.value)
+
+
+def test_postgres_catalog_uri_naming_no_database_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="names no database"):
+        open_catalog("postgresql://postgres:hunter2@127.0.0.1:5432")
+
+
+def test_last_dropped_holder_of_a_name_ignores_tenants_never_dropped(store: TableStore) -> None:
+    """``ORDER BY dropped_ts DESC`` puts NULLs last on SQLite and first on PostgreSQL:
+    a staging tenant (never dropped) under the name must not hide the dropped one."""
+    from tenants.catalog.staging import insert_staging_tenant
+    from tenants.catalog.tenants import insert_tenant, last_dropped_id, retire_tenant_row
+
+    with store.catalog.transaction() as tx:
+        ts = tx.commit_ts()
+        insert_tenant(tx, "t0ld", "acme", ts)
+        assert retire_tenant_row(tx, "t0ld", ts, ts + 1)
+        insert_staging_tenant(tx, "t5tg", "acme", ts)
+    with store.catalog.snapshot() as tx:
+        assert last_dropped_id(tx, "acme") == "t0ld"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from typer.testing import CliRunner, Result
 
 import tenants.catalog.sqlite as sqlite_backend
 from engine.cli.app import app
+from tenants.catalog import open_catalog
 from tenants.embedded_s3 import EmbeddedS3
 
 Rewind = Callable[..., Result]
@@ -68,16 +68,18 @@ def world(rewind: Rewind, tmp_path: Path) -> str:
 def snapshot_state(uris: tuple[str, str], s3_server: EmbeddedS3) -> Callable[[], Any]:
     """Everything a failed command could have changed: catalog rows and bucket keys."""
     catalog_uri, warehouse = uris
-    path = catalog_uri[len("sqlite:///") :]
     bucket = warehouse[len("s3://") :].split("/")[0]
 
     def take() -> Any:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        opened = open_catalog(catalog_uri)  # reads only: never waits for a writer
         try:
-            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            catalog = {n: sorted(map(repr, conn.execute(f'SELECT * FROM "{n}"'))) for n in names}
+            with opened.snapshot() as tx:
+                catalog = {
+                    n: sorted(map(repr, tx.tuples(f'SELECT * FROM "{n}"')))
+                    for n in opened.dialect.table_names(tx)
+                }
         finally:
-            conn.close()
+            opened.close()
         client = boto3.client("s3", **s3_server.settings.to_boto3())
         found = [
             item["Key"]

@@ -9,7 +9,6 @@ the job is ``failed``.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,15 +211,10 @@ def test_a_second_restore_of_the_same_tenant_is_refused_while_one_is_unfinished(
 
 
 def test_fingerprint_that_is_not_a_schema_of_its_table_fails_the_plan_before_any_write(world):
-    path = world.store.catalog.uri[len("sqlite:///") :]
-    conn = sqlite3.connect(path, timeout=60)
-    try:
-        with conn:
-            conn.execute(
-                "UPDATE objects SET fingerprint = ? WHERE id = ?", ("0" * 32, world.users_data.id)
-            )
-    finally:
-        conn.close()
+    with world.store.catalog.transaction() as tx:  # a foreign writer's change, on any backend
+        tx.execute(
+            "UPDATE objects SET fingerprint = ? WHERE id = ?", ("0" * 32, world.users_data.id)
+        )
     before = world.observe()
 
     with pytest.raises(CorruptObject, match=rf"{world.users_data.key}.*not a schema version"):

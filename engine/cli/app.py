@@ -84,8 +84,8 @@ def root(
         typer.Option(
             "--catalog",
             envvar="REWIND_CATALOG",
-            help="Catalog URI (default: sqlite:///$REWIND_HOME/catalog.db; "
-            "REWIND_HOME defaults to .rewind).",
+            help="Catalog URI: sqlite:///path.db or postgresql://user@host:port/db "
+            "(default: sqlite:///$REWIND_HOME/catalog.db; REWIND_HOME defaults to .rewind).",
             show_default=False,
         ),
     ] = None,

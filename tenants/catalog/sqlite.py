@@ -25,7 +25,10 @@ BUSY_TIMEOUT_S = 60.0
 # a POSIX fcntl lock for as long as a write transaction is open.
 WAL_WRITE_LOCK_BYTE = 120
 PREFIX = "sqlite:///"
-VALID = "sqlite:///relative/path/catalog.db or sqlite:////absolute/path/catalog.db"
+VALID = (
+    "sqlite:///relative/path/catalog.db, sqlite:////absolute/path/catalog.db "
+    "or postgresql://user@host:port/database"
+)
 
 
 def sqlite_path(uri: str) -> str:
@@ -38,7 +41,7 @@ def sqlite_path(uri: str) -> str:
         if uri.startswith("sqlite:"):
             refuse("a sqlite catalog URI starts with sqlite:/// (three slashes) and takes no host")
         raise InvalidArgument(
-            f"unsupported catalog {uri!r}: only SQLite catalogs are supported; use {VALID}"
+            f"unsupported catalog {uri!r}: only SQLite and PostgreSQL catalogs are supported; use {VALID}"
         )
     path = uri[len(PREFIX) :]
     if not path.strip():

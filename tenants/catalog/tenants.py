@@ -46,7 +46,7 @@ def active_holder_id(tx: Tx, name: str) -> str | None:
 def last_dropped_id(tx: Tx, name: str) -> str | None:
     """The id of the tenant called ``name`` dropped most recently (a hint for lookups
     that found no active holder)."""
-    row = tx.one("SELECT id FROM tenants WHERE name = ? ORDER BY dropped_ts DESC LIMIT 1", (name,))
+    row = tx.one("SELECT id FROM tenants WHERE name = ? ORDER BY dropped_ts DESC NULLS LAST LIMIT 1", (name,))
     return None if row is None else str(row["id"])
 
 
