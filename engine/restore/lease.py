@@ -99,7 +99,10 @@ class Holder:
     @classmethod
     def this_process(cls) -> Holder:
         pid = os.getpid()
-        return cls(socket.gethostname(), pid, _process_start(pid), uuid.uuid4().hex[:12])
+        # lease_holder is VARCHAR(255), which PostgreSQL enforces: a host name may be
+        # 253 characters. A cut name never matches this host, so such a holder is
+        # judged by its expiry alone, the safe direction.
+        return cls(socket.gethostname()[:200], pid, _process_start(pid), uuid.uuid4().hex[:12])
 
 
 def _process_start(pid: int) -> str:
