@@ -24,11 +24,11 @@ from engine.logical.reload import discard_staging
 from engine.restore.members import live_members
 from engine.restore.plan import RestorePlan, plan_in
 from tenants.catalog import Tx
-from tenants.catalog.backups import (
-    insert_restored_database,
-    insert_restored_schema_version,
-    insert_restored_snapshot,
-    insert_restored_table,
+from tenants.catalog.install import (
+    insert_database,
+    insert_schema_versions,
+    insert_snapshots,
+    insert_table,
 )
 from tenants.catalog.staging import (
     activate_restored_tenant,
@@ -290,28 +290,33 @@ def _install(
         )
     db_ids = {db: new_id() for db in plan.databases}
     for db, (_, created) in plan.databases.items():
-        insert_restored_database(tx, db_ids[db], tenant_id, db, created)
+        insert_database(tx, db_ids[db], tenant_id, db, created)
     for table in plan.tables:
-        insert_restored_table(
+        insert_table(
             tx,
-            table.new_table_id,
-            tenant_id,
-            db_ids[table.database],
-            table.name,
-            table.created_ts,
-            table.dropped_ts,
+            table_id=table.new_table_id,
+            tenant_id=tenant_id,
+            database_id=db_ids[table.database],
+            name=table.name,
+            created_ts=table.created_ts,
+            dropped_ts=table.dropped_ts,
         )
-        for v in table.schema_versions:
-            insert_restored_schema_version(
-                tx,
-                table.new_table_id,
-                v.valid_from_ts,
-                v.columns_json,
-                v.primary_key_json,
-                v.fingerprint,
-            )
+        insert_schema_versions(
+            tx,
+            [
+                (
+                    table.new_table_id,
+                    v.valid_from_ts,
+                    v.columns_json,
+                    v.primary_key_json,
+                    v.fingerprint,
+                )
+                for v in table.schema_versions
+            ],
+        )
         for record in installed.get(table.new_table_id, []):
             insert_object(tx, replace(record, created_ts=ts))
             add_member(tx, table.new_table_id, record.id, ts)
-    for snap in plan.snapshots:
-        insert_restored_snapshot(tx, tenant_id, snap.name, snap.ts, snap.kind, ts, snap.expires_at)
+    insert_snapshots(
+        tx, [(tenant_id, s.name, s.ts, s.kind, ts, s.expires_at) for s in plan.snapshots]
+    )
