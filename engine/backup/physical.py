@@ -27,9 +27,9 @@ from tenants.catalog import Tx
 from tenants.catalog.install import (
     insert_database,
     insert_schema_versions,
-    insert_snapshots,
     insert_table,
 )
+from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.staging import (
     activate_restored_tenant,
     insert_staging_tenant,

@@ -21,15 +21,15 @@ from tenants.catalog import Catalog, Tx
 from tenants.catalog.install import (
     insert_database,
     insert_restored_tenant,
-    insert_schedule,
     insert_schema_versions,
-    insert_snapshots,
     insert_table,
     install_reused_members,
 )
 from tenants.catalog.jobs import mark_installed
 from tenants.catalog.pins import release_pins
 from tenants.catalog.pitr import insert_pitr_window
+from tenants.catalog.schedules import insert_schedule
+from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.objects import add_member, insert_object
@@ -145,4 +145,14 @@ def _carry_settings(tx: Tx, plan: RestorePlan, ts: int) -> None:
         insert_pitr_window(tx, plan.new_tenant_id, plan.pitr_window_us, ts)
     if plan.schedule is not None:
         # the carried schedule starts at the install, like the PITR window
-        insert_schedule(tx, plan.new_tenant_id, plan.schedule, ts)
+        s = plan.schedule
+        insert_schedule(
+            tx,
+            plan.new_tenant_id,
+            first_at_us=s["first_at_us"],
+            interval_us=s["interval_us"],
+            retain_age_us=s["retain_age_us"],
+            retain_count=s["retain_count"],
+            name_prefix=s["name_prefix"],
+            set_ts=ts,
+        )

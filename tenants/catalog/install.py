@@ -14,7 +14,6 @@ hands the name from tenant to tenant).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tenants.catalog.base import Row, Tx
 
@@ -87,33 +86,6 @@ def install_reused_members(
         "INSERT INTO membership (table_id, object_id, added_ts) SELECT ?, object_id, ? "
         "FROM job_pins WHERE job_id = ? AND table_id = ? AND action = 'reuse'",
         (table_id, ts, job_id, source_table_id),
-    )
-
-
-def insert_snapshots(tx: Tx, rows: Sequence[tuple[str, str, int, str, int, int | None]]) -> None:
-    """Carried snapshots as (tenant_id, name, ts, kind, created_ts, expires_at) tuples."""
-    tx.executemany(
-        "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        rows,
-    )
-
-
-
-def insert_schedule(tx: Tx, tenant_id: str, schedule: dict[str, Any], set_ts: int) -> None:
-    """The tenant's snapshot schedule (``tenants.schedules.Schedule`` fields), set at ``set_ts``."""
-    tx.execute(
-        "INSERT INTO snapshot_schedules (tenant_id, first_at_us, interval_us, retain_age_us, "
-        "retain_count, name_prefix, set_ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            tenant_id,
-            schedule["first_at_us"],
-            schedule["interval_us"],
-            schedule["retain_age_us"],
-            schedule["retain_count"],
-            schedule["name_prefix"],
-            set_ts,
-        ),
     )
 
 

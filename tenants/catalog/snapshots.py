@@ -9,6 +9,8 @@ no domain code (``tenants.snapshots`` builds ``SnapshotRecord`` from the rows).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tenants.catalog.base import Row, Tx
 
 
@@ -39,6 +41,15 @@ def insert_snapshot(
         "VALUES (?, ?, ?, ?, ?, ?)",
         (tenant_id, name, ts, kind, created_ts, expires_at),
     )
+
+def insert_snapshots(tx: Tx, rows: Sequence[tuple[str, str, int, str, int, int | None]]) -> None:
+    """Carried snapshots as (tenant_id, name, ts, kind, created_ts, expires_at) tuples."""
+    tx.executemany(
+        "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
 
 
 def snapshot_rows(tx: Tx, tenant_id: str) -> list[Row]:
