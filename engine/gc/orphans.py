@@ -86,8 +86,7 @@ def sweep_orphans(
     listed += [
         info
         for info in store.list("staging/")
-        if info.key.split("/", 2)[1] in owner.job_ids
-        and info.key.split("/", 2)[1] not in running
+        if owner.owns(info.key) and info.key.split("/", 2)[1] not in running
     ]
     now = real_now(catalog)  # after listing: no key can look younger than it is
     orphans = []
