@@ -29,7 +29,7 @@ from engine.restore.job import (
     restore_tenant,
     resume_restore,
 )
-from engine.restore.lease import JobBusy
+from engine.restore.lease import JobBusy, lease_seconds
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument
 from tenants.store import TableStore
@@ -250,3 +250,10 @@ def test_writes_to_the_source_after_a_cancel_are_kept(source: Source) -> None:
     source.store.write(source.name, "db", "items", upserts=pa.table({"id": [99], "v": ["new"]}))
     assert {"id": 99, "v": "new"} in reads(source.store, source.name)["db.items"]
     nothing_lost(source)
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "1e9"])
+def test_a_bad_lease_setting_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("REWIND_JOB_LEASE_SECONDS", raw)
+    with pytest.raises(InvalidArgument, match="REWIND_JOB_LEASE_SECONDS.*between 0.5 and 86400"):
+        lease_seconds()

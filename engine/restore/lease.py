@@ -39,7 +39,7 @@ from tenants.catalog.jobs import (
     stop_requested_at,
     take_lease,
 )
-from tenants.errors import ConcurrentModification, RewindError, TransientError
+from tenants.errors import ConcurrentModification, InvalidArgument, RewindError, TransientError
 from tenants.times import format_duration
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def lease_seconds() -> float:
     except ValueError:
         value = -1.0
     if not 0.5 <= value <= 86_400:
-        raise ValueError(f"{LEASE_SECONDS_ENV}={raw!r}: give seconds between 0.5 and 86400")
+        raise InvalidArgument(f"{LEASE_SECONDS_ENV}={raw!r}: give seconds between 0.5 and 86400")
     return value
 
 
