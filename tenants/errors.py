@@ -43,6 +43,10 @@ class AlreadyExists(RewindError):
     """Something with that name is already there."""
 
 
+class RestoreInProgress(RewindError):
+    """Another restore of the same tenant is not finished."""
+
+
 class TenantDropped(RewindError):
     """The tenant id is no longer active (dropped or replaced by a restore)."""
 

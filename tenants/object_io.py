@@ -2,19 +2,39 @@
 
 Reads verify the recorded checksum, so a truncated or tampered object fails
 loudly with its key instead of returning wrong rows.
+
+Two layouts. An object written by a user commit holds one commit's rows and
+no ts column: it is uploaded *before* its commit ts exists (no catalog
+transaction is open while bytes move), and every row inherits the ts the
+commit records for it (``min_ts == max_ts``), as Iceberg's data files inherit
+their snapshot's sequence number. Objects that mix commits (compaction,
+restore rewrites) carry a ``__ts`` column. ``read_object`` returns both with
+the column, so no reader sees the difference.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pyarrow as pa
 
 from tenants.errors import CorruptObject
-from tenants.objects import ObjectKind, ObjectRecord, object_key, row_stats, sort_by_key_and_ts
+from tenants.objects import (
+    ObjectKind,
+    ObjectRecord,
+    object_key,
+    row_stats,
+    sort_by_key,
+    sort_by_key_and_ts,
+)
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import decode, encode
+from tenants.schema import TS
 from tenants.tenancy import new_id
+
+UNSTAMPED = 0
+"""The ts of a commit object between its upload and its commit (see ``stamp``)."""
 
 
 def write_object(
@@ -57,12 +77,70 @@ def write_object(
     )
 
 
+def write_commit_object(
+    store: ObjectStore,
+    rows: pa.Table,
+    *,
+    tenant_id: str,
+    table_id: str,
+    kind: ObjectKind,
+    fingerprint: str,
+    primary_key: Sequence[str],
+) -> ObjectRecord:
+    """Upload one commit's rows (no ts column, sorted by key) before the commit exists.
+
+    The record's ts fields are ``UNSTAMPED`` until the commit's transaction
+    gives them its ts (``stamp``); until then no catalog row names the key, so
+    a commit that never lands leaves an orphan GC removes after its grace.
+    """
+    rows = sort_by_key(rows, primary_key)
+    data, checksum = encode(rows)
+    object_id = new_id()
+    key = object_key(tenant_id, table_id, kind, object_id)
+    store.put(key, data)
+    stats = row_stats(rows, primary_key, is_sorted=True, ts=UNSTAMPED)
+    return ObjectRecord(
+        id=object_id,
+        key=key,
+        kind=kind,
+        fingerprint=fingerprint,
+        rows=stats.rows,
+        bytes=len(data),
+        min_ts=UNSTAMPED,
+        max_ts=UNSTAMPED,
+        min_pk=stats.min_pk,
+        max_pk=stats.max_pk,
+        sorted=True,
+        checksum=checksum,
+        created_ts=UNSTAMPED,
+    )
+
+
+def stamp(record: ObjectRecord, ts: int) -> ObjectRecord:
+    """A commit object's record as its commit at ``ts`` registers it."""
+    return replace(record, min_ts=ts, max_ts=ts, created_ts=ts)
+
+
 def read_object(store: ObjectStore, record: ObjectRecord) -> pa.Table:
-    """The object's rows, after checking its size and checksum."""
+    """The object's rows with their ``__ts``, after checking its size and checksum.
+
+    A commit object's rows get the ts its record carries (see the module doc).
+    """
     data = store.get(record.key)
     where = f"{store.warehouse.uri}/{record.key}"
     if len(data) != record.bytes:
         raise CorruptObject(
             f"object {where} has {len(data)} bytes, the catalog records {record.bytes}"
         )
-    return decode(data, where, record.checksum)
+    rows = decode(data, where, record.checksum)
+    if TS in rows.column_names:
+        return rows
+    if record.min_ts != record.max_ts:
+        raise CorruptObject(
+            f"object {where} has no {TS} column, but the catalog records rows from ts "
+            f"{record.min_ts} to {record.max_ts}: only one commit's rows may inherit their ts"
+        )
+    return rows.append_column(
+        pa.field(TS, pa.int64(), False),
+        pa.repeat(pa.scalar(record.min_ts, pa.int64()), rows.num_rows),
+    )

@@ -90,9 +90,23 @@ def sort_by_key_and_ts(table: pa.Table, primary_key: Sequence[str]) -> pa.Table:
     return table.sort_by([(k, "ascending") for k in primary_key] + [(TS, "ascending")])
 
 
-def row_stats(table: pa.Table, primary_key: Sequence[str], *, is_sorted: bool) -> RowStats:
-    """Stats of a non-empty table; ``is_sorted`` promises rows are in (pk, ts) order."""
-    bounds = pc.min_max(table.column(TS))
+def sort_by_key(table: pa.Table, primary_key: Sequence[str]) -> pa.Table:
+    """One commit's rows (a key appears once) in key order."""
+    return table.sort_by([(k, "ascending") for k in primary_key])
+
+
+def row_stats(
+    table: pa.Table, primary_key: Sequence[str], *, is_sorted: bool, ts: int | None = None
+) -> RowStats:
+    """Stats of a non-empty table; ``is_sorted`` promises rows are in (pk, ts) order.
+
+    ``ts`` gives the one ts of rows that have no ts column (a commit object).
+    """
+    if ts is None:
+        bounds = pc.min_max(table.column(TS))
+        low, high = int(bounds["min"].as_py()), int(bounds["max"].as_py())
+    else:
+        low = high = ts
     if is_sorted:
         first, last = 0, table.num_rows - 1
         keys = table
@@ -101,8 +115,8 @@ def row_stats(table: pa.Table, primary_key: Sequence[str], *, is_sorted: bool) -
         first, last = 0, keys.num_rows - 1
     return RowStats(
         rows=table.num_rows,
-        min_ts=int(bounds["min"].as_py()),
-        max_ts=int(bounds["max"].as_py()),
+        min_ts=low,
+        max_ts=high,
         min_pk=_key_json(keys, first, primary_key),
         max_pk=_key_json(keys, last, primary_key),
         sorted=is_sorted,

@@ -1,33 +1,67 @@
-"""The write path: one commit = objects first, then one catalog transaction.
+"""The write path: one commit = objects uploaded first, then one short catalog transaction.
 
-The commit's ts is allocated inside the catalog transaction and the objects
-are uploaded while it is open, so commit order equals ts order and a read at
-"now" never changes afterwards. The cost is that user writes serialise on the
-catalog's write lock for the duration of their upload (SQLite serialises
-writers anyway; on PostgreSQL it is a row lock on the clock row). If anything
-fails, the transaction rolls back: uploaded objects become orphans that GC
-removes after its grace period, and nothing is registered.
+No catalog transaction is open while bytes move. A commit resolves its tenant
+and table in a read transaction, validates the batch and uploads it as commit
+objects that carry no ts (``tenants.object_io.write_commit_object``), then
+opens a write transaction that allocates the commit ts, checks that nothing it
+relied on changed (compare-and-set: the same tenant still holds the name, the
+table has the same id and schema, and for ``only_present`` deletes the
+tenant's ``last_change_ts`` is the one it read), and registers the objects at
+that ts. The ts is allocated inside the transaction that makes it visible, so
+commit order equals ts order and a read at "now" never changes afterwards.
+
+A failed check is a ``ConcurrentModification``: the uploads are deleted and
+the commit starts over (tenacity, jittered exponential backoff, at most
+``WRITE_ATTEMPTS`` tries). Any other failure before the commit also deletes
+the uploads; a failure at ``COMMIT`` itself (a lost connection) leaves them
+as orphans, which GC removes after its grace period, because whether the
+commit landed is then unknown. The write transaction holds the catalog's
+write lock (SQLite) or the clock row (PostgreSQL) for a few statements only,
+so a load of one tenant makes another tenant's commands wait at most about
+one commit's metadata transaction, never an upload.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from tenants.catalog import Catalog, Tx
-from tenants.errors import InvalidArgument, KeyViolation, SchemaMismatch
+from tenants.catalog.tenants import set_last_change_if
+from tenants.errors import (
+    ConcurrentModification,
+    InvalidArgument,
+    KeyViolation,
+    SchemaMismatch,
+)
 from tenants.mvcc import project, resolve
-from tenants.object_io import read_object, write_object
-from tenants.objects import ObjectKind, add_member, insert_object, live_objects
+from tenants.object_io import read_object, stamp, write_commit_object
+from tenants.objects import ObjectKind, ObjectRecord, add_member, insert_object, live_objects
 from tenants.objectstore import ObjectStore
-from tenants.schema import TS, TableSchema
-from tenants.tenancy import TenantRecord, active_tenant, find_table, touch_tenant
+from tenants.schema import TableSchema
+from tenants.tenancy import (
+    TableRecord,
+    TenantRecord,
+    active_tenant,
+    find_table,
+    touch_tenant,
+)
 
 log = logging.getLogger(__name__)
+
+WRITE_ATTEMPTS = 5
+"""Tries of one commit that keeps losing its compare-and-set to other commits."""
 
 
 @dataclass(frozen=True)
@@ -169,42 +203,72 @@ def write(
     (a tombstone for them would hide nothing), so ``deleted`` counts the keys
     actually deleted; if that leaves nothing to write, nothing is committed and
     the result has the current ts, no objects and zero counts. It costs a read
-    of the table's keys (see ``present_keys``).
+    of the table's keys (see ``present_keys``), and the commit lands only if
+    the tenant did not change since that read (else it reads again).
 
     Raises:
         NotFound: unknown tenant or table.
         TenantDropped: ``tenant`` names a dropped tenant id.
         SchemaMismatch, KeyViolation: the batch is invalid; nothing is written.
+        ConcurrentModification: other commits changed the table or tenant under
+            this one ``WRITE_ATTEMPTS`` times in a row; nothing is written.
     """
     if (upserts is None or upserts.num_rows == 0) and (deletes is None or deletes.num_rows == 0):
         raise InvalidArgument(f"nothing to write to {database}.{table} of tenant {tenant!r}")
-    with catalog.transaction() as tx:
+    for attempt in Retrying(
+        retry=retry_if_exception_type(ConcurrentModification),
+        stop=stop_after_attempt(WRITE_ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.02, max=1.0),
+        reraise=True,
+    ):
+        with attempt:
+            return _write_once(
+                catalog, store, tenant, database, table, upserts, deletes, only_present
+            )
+    raise AssertionError("unreachable: tenacity reraises the last attempt's error")
+
+
+def _write_once(
+    catalog: Catalog,
+    store: ObjectStore,
+    tenant: str,
+    database: str,
+    table: str,
+    upserts: pa.Table | None,
+    deletes: pa.Table | None,
+    only_present: bool,
+) -> WriteResult:
+    with catalog.snapshot() as tx:
         tenant_rec = active_tenant(tx, tenant)
-        if only_present and deletes is not None and deletes.num_rows:
-            # Under the write lock nothing commits between this read and the
-            # commit below, so "present" means present just before it.
-            deletes = present_keys(tx, store, tenant_rec, database, table, deletes)
-            if not deletes.num_rows and (upserts is None or not upserts.num_rows):
-                return WriteResult(ts=tx.last_ts(), upserted=0, deleted=0, object_ids=())
-        return commit(tx, store, tenant_rec, database, table, upserts, deletes)
+        now = tx.last_ts()
+        target = find_table(tx, tenant_rec, database, table, now)
+        members = live_objects(tx, target.id) if only_present and deletes is not None else []
+    expected_change: int | None = None
+    if only_present and deletes is not None and deletes.num_rows:
+        deletes = present_keys(store, tenant_rec, target, members, now, deletes)
+        if not deletes.num_rows and (upserts is None or not upserts.num_rows):
+            return WriteResult(ts=now, upserted=0, deleted=0, object_ids=())
+        expected_change = tenant_rec.last_change_ts
+    prepared = prepare_commit(store, tenant_rec, target, upserts, deletes)
+    return install_prepared(catalog, store, prepared, tenant, expected_change)
 
 
 def present_keys(
-    tx: Tx,
     store: ObjectStore,
     tenant_rec: TenantRecord,
-    database: str,
-    table: str,
+    target: TableRecord,
+    members: Sequence[ObjectRecord],
+    now: int,
     deletes: pa.Table,
 ) -> pa.Table:
-    """The keys of ``deletes`` that are visible now (conformed to the key columns).
+    """The keys of ``deletes`` that are visible at ``now`` among ``members`` (conformed
+    to the key columns).
 
     Reads the key columns of every live object of the table, so it costs about
     what a read of the table costs; only callers that report what a delete
-    removed (the CLI's ``delete``) ask for it.
+    removed (the CLI's ``delete``) ask for it. It runs outside any transaction:
+    the commit checks afterwards that the tenant did not change since ``now``.
     """
-    now = tx.last_ts()
-    target = find_table(tx, tenant_rec, database, table, now)
     where = f"{tenant_rec.name}/{target.qualified}"
     pk = list(target.schema.primary_key)
     keys = conform_keys(deletes, target.schema, where)
@@ -213,7 +277,7 @@ def present_keys(
     key_schema = TableSchema(tuple(target.schema.column(k) for k in pk), tuple(pk))
     data: list[pa.Table] = []
     tombs: list[pa.Table] = []
-    for record in live_objects(tx, target.id):
+    for record in members:
         events = project(read_object(store, record), target.schema, keys_only=True)
         events = events.join(keys, keys=pk, join_type="left semi")  # only the keys asked about
         (data if record.kind == "data" else tombs).append(events)
@@ -221,22 +285,37 @@ def present_keys(
     return visible.cast(target.schema.key_arrow())
 
 
-def commit(
-    tx: Tx,
+@dataclass(frozen=True)
+class PreparedCommit:
+    """A commit's objects, uploaded and not yet registered (their ts is not known yet).
+
+    ``table`` is the table as the batch was validated against: the commit
+    lands only if the table still has this id and schema fingerprint.
+    """
+
+    tenant: TenantRecord
+    table: TableRecord
+    objects: tuple[ObjectRecord, ...]
+    upserted: int
+    deleted: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.tenant.name}/{self.table.qualified}"
+
+
+def prepare_commit(
     store: ObjectStore,
     tenant_rec: TenantRecord,
-    database: str,
-    table: str,
+    target: TableRecord,
     upserts: pa.Table | None,
     deletes: pa.Table | None,
-) -> WriteResult:
-    """The commit itself, inside the caller's transaction, for an already-resolved tenant.
+) -> PreparedCommit:
+    """Validate the batch against ``target`` and upload it, outside any transaction.
 
-    ``write`` uses it for active tenants; a logical reload uses it for the
-    staging tenant it is building, so both take exactly the same path.
+    Raises:
+        SchemaMismatch, KeyViolation: the batch is invalid; nothing is uploaded.
     """
-    ts = tx.commit_ts()
-    target = find_table(tx, tenant_rec, database, table, ts)
     where = f"{tenant_rec.name}/{target.qualified}"
     schema = target.schema
     pk = list(schema.primary_key)
@@ -251,29 +330,115 @@ def commit(
         keys = canonical_float_keys(keys, pk, tenant_rec.name, target.qualified, "deletes")
         check_keys(keys, pk, where, "deletes")
         batches.append(("tomb", keys))
-    object_ids = []
-    for kind, rows in batches:
-        rows = rows.append_column(
-            pa.field(TS, pa.int64(), False), pa.repeat(pa.scalar(ts, pa.int64()), rows.num_rows)
-        )
-        record = write_object(
-            store,
-            rows,
-            tenant_id=tenant_rec.id,
-            table_id=target.id,
-            kind=kind,
-            fingerprint=schema.fingerprint,
-            primary_key=pk,
-            created_ts=ts,
-        )
-        insert_object(tx, record)
-        add_member(tx, target.id, record.id, ts)
-        object_ids.append(record.id)
-    touch_tenant(tx, tenant_rec.id, ts)
-    log.info("tenant %s table %s: commit ts %d wrote %s", where, target.id, ts, object_ids)
-    return WriteResult(
-        ts=ts,
+    uploaded: list[ObjectRecord] = []
+    try:
+        for kind, rows in batches:
+            uploaded.append(
+                write_commit_object(
+                    store,
+                    rows,
+                    tenant_id=tenant_rec.id,
+                    table_id=target.id,
+                    kind=kind,
+                    fingerprint=schema.fingerprint,
+                    primary_key=pk,
+                )
+            )
+    except Exception:
+        _discard(store, uploaded)
+        raise
+    return PreparedCommit(
+        tenant_rec,
+        target,
+        tuple(uploaded),
         upserted=upserts.num_rows if upserts is not None else 0,
         deleted=deletes.num_rows if deletes is not None else 0,
+    )
+
+
+def install_prepared(
+    catalog: Catalog,
+    store: ObjectStore,
+    prepared: PreparedCommit,
+    tenant_ref: str | None = None,
+    expected_change: int | None = None,
+) -> WriteResult:
+    """Register ``prepared`` in one short write transaction (see ``install_commit``).
+
+    If the transaction fails before ``COMMIT`` (the catalog stayed busy, a
+    check failed, the table was dropped), the uploads are deleted: no catalog
+    row names them. If ``COMMIT`` itself fails, whether it landed is unknown,
+    so they stay; GC removes them after its grace if no row names them.
+    """
+    result: WriteResult | None = None
+    try:
+        with catalog.transaction() as tx:
+            result = install_commit(tx, prepared, tenant_ref, expected_change)
+    except Exception:
+        if result is None:
+            _discard(store, prepared.objects)
+        raise
+    return result
+
+
+def install_commit(
+    tx: Tx,
+    prepared: PreparedCommit,
+    tenant_ref: str | None = None,
+    expected_change: int | None = None,
+) -> WriteResult:
+    """Give ``prepared`` its commit ts and register its objects, inside ``tx``.
+
+    ``tenant_ref`` (a user's commit) re-resolves the tenant: the same tenant id
+    must still be the active holder (a restore may have replaced it). A logical
+    reload passes ``None``: its staging tenant is its own. ``expected_change``
+    is the tenant's ``last_change_ts`` the commit's reads saw; any commit to the
+    tenant since then fails this one.
+
+    Raises:
+        ConcurrentModification: the tenant, the table's id or schema, or (with
+            ``expected_change``) the tenant's data changed since ``prepared``.
+    """
+    ts = tx.commit_ts()
+    tenant_rec = prepared.tenant
+    if tenant_ref is not None and active_tenant(tx, tenant_ref).id != tenant_rec.id:
+        raise ConcurrentModification(
+            f"tenant {tenant_rec.ref} was replaced while a commit to {prepared.table.qualified} "
+            "uploaded its rows"
+        )
+    table = prepared.table
+    current = find_table(tx, tenant_rec, table.database, table.name, ts)
+    if current.id != table.id or current.schema.fingerprint != table.schema.fingerprint:
+        raise ConcurrentModification(
+            f"table {prepared.where} ({table.id}) was dropped, recreated or altered while a "
+            "commit uploaded its rows"
+        )
+    if expected_change is None:
+        touch_tenant(tx, tenant_rec.id, ts)
+    elif not set_last_change_if(tx, tenant_rec.id, ts, expected_change):
+        raise ConcurrentModification(
+            f"tenant {tenant_rec.ref} changed after a delete of {table.qualified} read which "
+            "keys were present"
+        )
+    object_ids = []
+    for record in prepared.objects:
+        insert_object(tx, stamp(record, ts))
+        add_member(tx, table.id, record.id, ts)
+        object_ids.append(record.id)
+    log.info("tenant %s table %s: commit ts %d wrote %s", prepared.where, table.id, ts, object_ids)
+    return WriteResult(
+        ts=ts,
+        upserted=prepared.upserted,
+        deleted=prepared.deleted,
         object_ids=tuple(object_ids),
     )
+
+
+def _discard(store: ObjectStore, records: Sequence[ObjectRecord]) -> None:
+    """Delete uploads no catalog row names (best effort: GC removes what is left)."""
+    if not records:
+        return
+    try:
+        store.delete_many(r.key for r in records)
+    except Exception:  # noqa: BLE001 - the original error matters more; GC sweeps orphans
+        log.warning("could not delete unregistered uploads %s", [r.key for r in records])

@@ -4,7 +4,8 @@ The new tenant is built in state ``staging``: it holds the target name but is
 invisible to lookups by name, so nothing visible changes until the install
 transaction, which (in place) retires the current holder of the name and
 makes the staging tenant active, exactly as the physical path does. Data goes
-through the normal write path (``tenants.writes.commit``), one commit per dump
+through the normal write path (``tenants.writes.prepare_commit`` and
+``install_prepared``), one commit per dump
 file, so each file becomes one sorted object. Counts and content hashes are
 checked against the manifest before the install. A rerun wipes a half-built
 staging tenant and starts its load again.
@@ -40,6 +41,7 @@ from tenants.reads import plan_read, read_local
 from tenants.store import TableStore
 from tenants.tenancy import (
     DEFAULT_RETENTION_US,
+    TableRecord,
     TenantRecord,
     create_table,
     find_tenant,
@@ -47,7 +49,7 @@ from tenants.tenancy import (
     retire_tenant,
     tenant_by_id,
 )
-from tenants.writes import commit
+from tenants.writes import install_prepared, prepare_commit
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +95,17 @@ def reload_dump(
             )
         wipe_staging(tx, store.objects, staging_id)
         staging = _create_staging(tx, staging_id, target_name)
-        for table in manifest.tables:
-            create_table(tx, staging, table.database, table.name, table.schema())
+        targets = {
+            (table.database, table.name): create_table(
+                tx, staging, table.database, table.name, table.schema()
+            )
+            for table in manifest.tables
+        }
     # Objects a killed earlier load wrote under this staging id: nothing references
     # them (the staging tenant was just rebuilt empty), and nothing is loaded yet.
     store.objects.delete_many(i.key for i in store.objects.list(f"tenants/{staging_id}/"))
     try:
-        rows = _load(store, dump, root, manifest, staging, checkpoint)
+        rows = _load(store, dump, root, manifest, staging, targets, checkpoint)
         _verify(store, manifest, staging)
     except RewindError:
         discard_staging(store, staging_id)
@@ -140,18 +146,20 @@ def _load(
     root: str,
     manifest: DumpManifest,
     staging: TenantRecord,
+    targets: dict[tuple[str, str], TableRecord],
     checkpoint: Callable[[], None] | None,
 ) -> int:
     rows = 0
     for table in manifest.tables:
+        target = targets[(table.database, table.name)]
         for entry in table.files:
             if checkpoint is not None:
                 checkpoint()
             where = f"{dump.warehouse.uri}/{root}/{entry.path}"
             part = decode(check_file(dump, root, entry), where)
             if part.num_rows:
-                with store.catalog.transaction() as tx:
-                    commit(tx, store.objects, staging, table.database, table.name, part, None)
+                prepared = prepare_commit(store.objects, staging, target, part, None)
+                install_prepared(store.catalog, store.objects, prepared)
             rows += part.num_rows
     return rows
 
@@ -182,7 +190,9 @@ def discard_abandoned_staging(store: TableStore, ref: str) -> TenantRecord:
         tenant = find_tenant(tx, ref)
         owner = unfinished_restore_building(tx, tenant.id)
     if tenant.state != "staging":
-        raise InvalidArgument(f"tenant {tenant.ref} is {tenant.state}, not a half-loaded staging tenant")
+        raise InvalidArgument(
+            f"tenant {tenant.ref} is {tenant.state}, not a half-loaded staging tenant"
+        )
     if owner is not None:
         raise InvalidArgument(
             f"staging tenant {tenant.ref} belongs to unfinished restore job {owner}; "

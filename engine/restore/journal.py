@@ -33,17 +33,13 @@ from tenants.catalog.jobs import (
     task_state_counts,
     unfinished_job_on,
 )
-from tenants.errors import InvalidArgument, NotFound, RewindError
+from tenants.errors import InvalidArgument, NotFound, RestoreInProgress
 from tenants.times import format_ts
 
 JobState = Literal["planned", "rewriting", "verifying", "installing", "done", "failed", "cancelled"]
 ACTIVE_STATES: tuple[JobState, ...] = ("planned", "rewriting", "verifying", "installing", "failed")
 # States in which no process runs the job: moving to one ends its lease.
 STOPPED_STATES: tuple[JobState, ...] = ("done", "failed", "cancelled")
-
-
-class RestoreInProgress(RewindError):
-    """Another restore of the same tenant is not finished."""
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,24 @@ class Tx:
         row = self._conn.execute(sql, tuple(params)).fetchone()
         return None if row is None else row[0]
 
+    @contextmanager
+    def unique(self, conflict: Callable[[], RewindError]) -> Iterator[None]:
+        """Statements whose unique-index violation means ``conflict()``.
+
+        Uniqueness (one active tenant per name, one snapshot name per tenant,
+        one live table name per database, one unfinished restore per tenant) is
+        the database's to enforce: callers check first for a friendly message,
+        and this turns the constraint's refusal, should two writers race past
+        the check, into the same error instead of a driver exception. The
+        transaction is then rolled back by the caller's ``with``.
+        """
+        try:
+            yield
+        except Exception as e:
+            if self.catalog.dialect.unique_violation(e):
+                raise conflict() from e
+            raise
+
     def commit_ts(self) -> int:
         """The timestamp of this transaction's commit, allocated once, inside it.
 

@@ -49,6 +49,13 @@ class Dialect:
             tx.scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
         )
 
+    def unique_violation(self, error: BaseException) -> bool:
+        """Whether ``error`` is a statement refused by a unique index or key."""
+        import sqlite3
+
+        return isinstance(error, sqlite3.IntegrityError) and "UNIQUE constraint failed" in str(
+            error
+        )
 
     def table_names(self, tx: Tx) -> list[str]:
         """The catalog's tables, by name (what a dump or a copy walks)."""

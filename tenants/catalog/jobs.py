@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
+from tenants.errors import RestoreInProgress
 
 
 def unfinished_job_on(tx: Tx, name: str, states: Sequence[str]) -> Row | None:
@@ -53,28 +54,43 @@ def insert_job(
     lease: tuple[str, int] | None,
 ) -> None:
     """Journal a new job as ``planned`` at ``ts``, holding ``lock_name``; ``lease``
-    (holder, expiry µs) makes its starter the holder from the first commit."""
+    (holder, expiry µs) makes its starter the holder from the first commit.
+
+    Raises:
+        RestoreInProgress: ``lock_name`` has an unfinished job (the index
+            ``restore_jobs_one_per_tenant``; callers check first, for a message
+            naming that job).
+    """
+    busy = f"tenant {lock_name!r} already has an unfinished restore job"
+    with tx.unique(lambda: RestoreInProgress(busy)):
+        _insert_job_row(
+            tx,
+            (
+                job_id,
+                lock_name,
+                source_tenant_id,
+                replaced_tenant_id,
+                new_tenant_id,
+                target_name,
+                at_ts,
+                mode,
+                method,
+                executor,
+                verify,
+                ts,
+                ts,
+                *(lease if lease is not None else (None, None)),
+            ),
+        )
+
+
+def _insert_job_row(tx: Tx, values: tuple[object, ...]) -> None:
     tx.execute(
         "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
         "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, "
         "created_ts, updated_ts, lease_holder, lease_expires_us) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?, ?)",
-        (
-            job_id,
-            lock_name,
-            source_tenant_id,
-            replaced_tenant_id,
-            new_tenant_id,
-            target_name,
-            at_ts,
-            mode,
-            method,
-            executor,
-            verify,
-            ts,
-            ts,
-            *(lease if lease is not None else (None, None)),
-        ),
+        values,
     )
 
 

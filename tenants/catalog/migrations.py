@@ -198,6 +198,18 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "ALTER TABLE restore_jobs ADD COLUMN stop_requested_us BIGINT",
         ],
     ),
+    (
+        "one live database and table per name, enforced by the database",
+        [
+            # Writers no longer queue for a whole commit (uploads happen before
+            # the transaction): uniqueness is the constraints' job, not only a
+            # check before the insert.
+            """CREATE UNIQUE INDEX databases_live_name ON databases (tenant_id, name)
+                WHERE dropped_ts IS NULL""",
+            """CREATE UNIQUE INDEX tables_live_name ON tables (database_id, name)
+                WHERE dropped_ts IS NULL""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

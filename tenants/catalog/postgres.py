@@ -119,6 +119,9 @@ class PostgresDialect(Dialect):
     def schema_exists(self, tx: Tx) -> bool:
         return bool(tx.scalar("SELECT to_regclass('meta') IS NOT NULL"))
 
+    def unique_violation(self, error: BaseException) -> bool:
+        return isinstance(error, psycopg.errors.UniqueViolation)  # SQLSTATE 23505
+
     def table_names(self, tx: Tx) -> list[str]:
         # The catalog's schema is the first on the connection's search_path.
         return [

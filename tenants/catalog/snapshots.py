@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
+from tenants.errors import AlreadyExists
 
 
 def snapshot_exists(tx: Tx, tenant_id: str, name: str) -> bool:
@@ -35,12 +36,18 @@ def insert_snapshot(
     created_ts: int,
     expires_at: int | None,
 ) -> None:
-    """Record snapshot ``name`` of the tenant at ``ts``, made by the commit ``created_ts``."""
-    tx.execute(
-        "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (tenant_id, name, ts, kind, created_ts, expires_at),
-    )
+    """Record snapshot ``name`` of the tenant at ``ts``, made by the commit ``created_ts``.
+
+    Raises:
+        AlreadyExists: the tenant has a snapshot named ``name`` (the primary key).
+    """
+    taken = f"tenant {tenant_id} already has a snapshot named {name!r}"
+    with tx.unique(lambda: AlreadyExists(taken)):
+        tx.execute(
+            "INSERT INTO snapshots (tenant_id, name, ts, kind, created_ts, expires_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (tenant_id, name, ts, kind, created_ts, expires_at),
+        )
 
 def insert_snapshots(tx: Tx, rows: Sequence[tuple[str, str, int, str, int, int | None]]) -> None:
     """Carried snapshots as (tenant_id, name, ts, kind, created_ts, expires_at) tuples."""

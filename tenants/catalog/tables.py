@@ -14,6 +14,7 @@ domain code.
 from __future__ import annotations
 
 from tenants.catalog.base import Row, Tx
+from tenants.errors import AlreadyExists
 
 
 def _live_at(alias: str) -> str:
@@ -32,13 +33,18 @@ def database_row_at(tx: Tx, tenant_id: str, name: str, as_of: int) -> Row | None
 def insert_database(tx: Tx, database_id: str, tenant_id: str, name: str, ts: int) -> None:
     """Create a database at commit ts ``ts``.
 
-    The caller has checked in this transaction that no live database has the
-    name (:func:`database_row_at`): no constraint forbids two.
+    The caller checks first that no live database has the name
+    (:func:`database_row_at`); the index ``databases_live_name`` enforces it.
+
+    Raises:
+        AlreadyExists: a live database of the tenant has ``name``.
     """
-    tx.execute(
-        "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
-        (database_id, tenant_id, name, ts),
-    )
+    taken = f"tenant {tenant_id} already has a database named {name!r}"
+    with tx.unique(lambda: AlreadyExists(taken)):
+        tx.execute(
+            "INSERT INTO databases (id, tenant_id, name, created_ts) VALUES (?, ?, ?, ?)",
+            (database_id, tenant_id, name, ts),
+        )
 
 
 def table_row_at(tx: Tx, tenant_id: str, database: str, table: str, as_of: int) -> Row | None:
@@ -66,13 +72,19 @@ def insert_table(
     """Create a table at commit ts ``ts``; it needs a schema version from ``ts``
     (:func:`insert_schema_version`) in the same transaction.
 
-    The caller has checked in this transaction that no live table has the name
-    (:func:`table_row_at`): no constraint forbids two.
+    The caller checks first that no live table has the name
+    (:func:`table_row_at`); the index ``tables_live_name`` enforces it.
+
+    Raises:
+        AlreadyExists: a live table of the database has ``name``.
     """
-    tx.execute(
-        "INSERT INTO tables (id, tenant_id, database_id, name, created_ts) VALUES (?, ?, ?, ?, ?)",
-        (table_id, tenant_id, database_id, name, ts),
-    )
+    taken = f"database {database_id} of tenant {tenant_id} already has a table named {name!r}"
+    with tx.unique(lambda: AlreadyExists(taken)):
+        tx.execute(
+            "INSERT INTO tables (id, tenant_id, database_id, name, created_ts) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (table_id, tenant_id, database_id, name, ts),
+        )
 
 
 def mark_table_dropped(tx: Tx, table_id: str, ts: int) -> int:

@@ -15,6 +15,7 @@ builds the domain record from one. This module imports no domain code.
 from __future__ import annotations
 
 from tenants.catalog.base import Row, Tx
+from tenants.errors import AlreadyExists
 
 
 def tenant_row(tx: Tx, tenant_id: str) -> Row | None:
@@ -46,7 +47,9 @@ def active_holder_id(tx: Tx, name: str) -> str | None:
 def last_dropped_id(tx: Tx, name: str) -> str | None:
     """The id of the tenant called ``name`` dropped most recently (a hint for lookups
     that found no active holder)."""
-    row = tx.one("SELECT id FROM tenants WHERE name = ? ORDER BY dropped_ts DESC NULLS LAST LIMIT 1", (name,))
+    row = tx.one(
+        "SELECT id FROM tenants WHERE name = ? ORDER BY dropped_ts DESC NULLS LAST LIMIT 1", (name,)
+    )
     return None if row is None else str(row["id"])
 
 
@@ -59,17 +62,34 @@ def tenant_rows(tx: Tx, *, include_dropped: bool = False) -> list[Row]:
 
 
 def insert_tenant(tx: Tx, tenant_id: str, name: str, ts: int) -> None:
-    """Insert a new active tenant created (and last changed) at commit ts ``ts``."""
-    tx.execute(
-        "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) "
-        "VALUES (?, ?, 'active', ?, ?)",
-        (tenant_id, name, ts, ts),
-    )
+    """Insert a new active tenant created (and last changed) at commit ts ``ts``.
+
+    Raises:
+        AlreadyExists: an active tenant holds ``name`` (index ``tenants_live_name``).
+    """
+    with tx.unique(lambda: AlreadyExists(f"an active tenant named {name!r} already exists")):
+        tx.execute(
+            "INSERT INTO tenants (id, name, state, created_ts, last_change_ts) "
+            "VALUES (?, ?, 'active', ?, ?)",
+            (tenant_id, name, ts, ts),
+        )
 
 
 def set_last_change(tx: Tx, tenant_id: str, ts: int) -> None:
     """Record that the tenant's data or DDL changed at commit ts ``ts``."""
     tx.execute("UPDATE tenants SET last_change_ts = ? WHERE id = ?", (ts, tenant_id))
+
+
+def set_last_change_if(tx: Tx, tenant_id: str, ts: int, expected: int) -> bool:
+    """``set_last_change`` iff the tenant's last change is still ``expected``
+    (compare-and-set): False when another commit changed the tenant meanwhile."""
+    return (
+        tx.execute(
+            "UPDATE tenants SET last_change_ts = ? WHERE id = ? AND last_change_ts = ?",
+            (ts, tenant_id, expected),
+        )
+        == 1
+    )
 
 
 def retire_tenant_row(tx: Tx, tenant_id: str, ts: int, retain_until: int) -> bool:
