@@ -67,6 +67,13 @@ class CatalogBusy(TransientError):
     """Another process held the catalog's write lock for longer than the busy timeout."""
 
 
+class CatalogUnavailable(TransientError):
+    """The connection to a server catalog broke (server restart, network, a killed session).
+
+    The transaction it was in is lost; the next one reconnects.
+    """
+
+
 class CatalogVersionError(RewindError):
     """The catalog was written by a newer Rewind or its DDL was altered."""
 

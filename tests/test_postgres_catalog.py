@@ -194,3 +194,21 @@ def test_statements_reach_postgres_with_their_literals_intact(pg_store: TableSto
     assert to_pyformat(sql) is to_pyformat(sql)  # cached
     with pg_store.catalog.snapshot() as tx:
         assert tx.one(sql, (7,)) == {"q": "?%", "p": 7, "n": 0}
+
+
+def test_a_lost_connection_is_one_clear_error_and_the_next_command_reconnects(
+    pg_store: TableStore, pg_uri: str
+) -> None:
+    import psycopg
+
+    from tenants.errors import CatalogUnavailable
+
+    pg_store.create_tenant("acme")
+    pid = pg_store.catalog._conn.info.backend_pid
+    with psycopg.connect(pg_uri, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+    with pytest.raises(CatalogUnavailable, match="lost the connection to catalog postgresql://"):
+        pg_store.create_tenant("globex")
+    assert [t.name for t in pg_store.tenants()] == ["acme"]  # reconnected; globex never landed
+    pg_store.create_tenant("globex")
+    assert [t.name for t in pg_store.tenants()] == ["acme", "globex"]

@@ -114,11 +114,14 @@ class Catalog:
         *,
         busy: BusyTranslator | None = None,
         dialect: Dialect = SQLITE,
+        reconnect: Callable[[], Any] | None = None,
     ) -> None:
         """``busy`` turns the backend's lock-timeout error into ``CatalogBusy``
         (or returns ``None`` for any other error). ``uri`` is shown in messages:
-        give it with any password redacted."""
+        give it with any password redacted. ``reconnect`` opens a new connection
+        when the dialect finds the old one broken (a server's catalog)."""
         self._conn = conn
+        self._reconnect = reconnect
         self.dialect = dialect
         self._tx = dialect.tx_class()
         self._begin_write = dialect.begin_write
@@ -141,11 +144,13 @@ class Catalog:
         # Not shared with _migration_step through another context manager: one
         # more generator frame costs the commit path about 5% on SQLite.
         with self._lock, self._translated():
+            if self._reconnect is not None and self.dialect.broken(self._conn):
+                self._reopen()
             self._begin_write(self._conn)
             try:
                 yield self._tx(self._conn, self)
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             self._conn.execute("ROLLBACK" if rollback else "COMMIT")
 
@@ -165,11 +170,27 @@ class Catalog:
     def snapshot(self) -> Iterator[Tx]:
         """A read-only transaction with a consistent view (never waits for a writer)."""
         with self._lock, self._translated():
+            if self._reconnect is not None and self.dialect.broken(self._conn):
+                self._reopen()
             self.dialect.begin_read(self._conn)
             try:
                 yield self._tx(self._conn, self)
             finally:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
+
+    def _rollback(self) -> None:
+        """End the transaction; on a broken connection the server has ended it already."""
+        if not self.dialect.broken(self._conn):
+            self._conn.execute("ROLLBACK")
+
+    def _reopen(self) -> None:
+        """Replace a broken connection (the server restarted, or killed our session)."""
+        assert self._reconnect is not None
+        try:
+            self._conn.close()
+        except Exception:  # noqa: BLE001 - it is broken already
+            pass
+        self._conn = self._reconnect()
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -260,14 +281,15 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
     if postgres.is_postgres_uri(uri):
         shown = postgres.redact(uri)
         waits = postgres.LOCK_TIMEOUT_S
-        conn = postgres.connect(uri, waits)
-        return Catalog(
-            conn,
+        catalog = Catalog(
+            postgres.connect(uri, waits),
             shown,
             clock,
-            busy=lambda error: postgres.busy_error(error, conn, shown, waits),
+            busy=lambda error: postgres.busy_error(error, catalog._conn, shown, waits),
             dialect=postgres.POSTGRES,
+            reconnect=lambda: postgres.connect(uri, waits),
         )
+        return catalog
 
     from tenants.catalog.sqlite import busy_error, connect, sqlite_path
 

@@ -49,6 +49,10 @@ class Dialect:
             tx.scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
         )
 
+    def broken(self, conn: Any) -> bool:
+        """Whether the connection is lost (a server's; a SQLite file never is)."""
+        return False
+
     def unique_violation(self, error: BaseException) -> bool:
         """Whether ``error`` is a statement refused by a unique index or key."""
         import sqlite3

@@ -28,7 +28,7 @@ from psycopg.types.numeric import NumericLoader
 
 from tenants.catalog.base import Tx
 from tenants.catalog.dialect import Dialect, to_pyformat
-from tenants.errors import CatalogBusy, InvalidArgument, StorageError
+from tenants.errors import CatalogBusy, CatalogUnavailable, InvalidArgument, StorageError
 
 LOCK_TIMEOUT_S = 60.0
 PREFIXES = ("postgresql://", "postgres://")
@@ -116,6 +116,9 @@ class PostgresDialect(Dialect):
     def begin_read(self, conn: Any) -> None:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
+    def broken(self, conn: Any) -> bool:
+        return bool(conn.broken or conn.closed)
+
     def schema_exists(self, tx: Tx) -> bool:
         return bool(tx.scalar("SELECT to_regclass('meta') IS NOT NULL"))
 
@@ -175,8 +178,18 @@ def connect(uri: str, lock_timeout_s: float | None = None) -> psycopg.Connection
 
 def busy_error(
     error: BaseException, conn: Any, uri: str, lock_timeout_s: float | None = None
-) -> CatalogBusy | None:
-    """``CatalogBusy`` for a lock timeout, serialization failure or deadlock (by SQLSTATE)."""
+) -> CatalogBusy | CatalogUnavailable | None:
+    """``CatalogBusy`` for a lock timeout, serialization failure or deadlock (by SQLSTATE);
+    ``CatalogUnavailable`` when the connection broke."""
+    if isinstance(error, psycopg.OperationalError) and (
+        conn.broken or conn.closed or (error.sqlstate or "").startswith(("08", "57P"))
+    ):
+        return CatalogUnavailable(
+            f"lost the connection to catalog {redact(uri)} "
+            f"({redact(str(error)).strip().splitlines()[0] if str(error).strip() else 'no reason given'}); "
+            "the transaction in progress did not commit unless it was already committing, "
+            "and the next command reconnects: retry"
+        )
     if not isinstance(error, psycopg.Error) or error.sqlstate not in BUSY_SQLSTATES:
         return None
     holder = lock_holder(conn)
