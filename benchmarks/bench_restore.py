@@ -42,6 +42,7 @@ from benchmarks.common import (
     EVENTS_SCHEMA,
     MB,
     Backend,
+    CatalogBackend,
     finish_run,
     key_table,
     load_average,
@@ -54,7 +55,8 @@ from benchmarks.common import (
 from engine.executors.base import AUTO_SPARK_BYTES
 from engine.restore.job import RestoreOutcome, restore_tenant
 from engine.restore.plan import plan_restore
-from tenants.objects import ObjectRecord, add_member, insert_object, object_key
+from tenants.catalog.objects import insert_members
+from tenants.objects import ObjectRecord, object_key
 from tenants.store import TableStore
 
 NAME = "bench_restore"
@@ -353,12 +355,12 @@ def register_objects(store: TableStore, tenant: str, count: int) -> None:
     tenant_id = store.tenant(tenant).id
     with store.catalog.transaction() as tx:
         ts = tx.commit_ts()
-        for i in range(count):
-            table = tables[i % len(tables)]
-            object_id = uuid.uuid4().hex
-            insert_object(
-                tx,
-                ObjectRecord(
+        for first in range(0, count, 50_000):  # batched statements, bounded memory
+            members = []
+            for i in range(first, min(count, first + 50_000)):
+                table = tables[i % len(tables)]
+                object_id = uuid.uuid4().hex
+                record = ObjectRecord(
                     id=object_id,
                     key=object_key(tenant_id, table.id, "data", object_id),
                     kind="data",
@@ -372,15 +374,15 @@ def register_objects(store: TableStore, tenant: str, count: int) -> None:
                     sorted=True,
                     checksum="0" * 64,
                     created_ts=ts,
-                ),
-            )
-            add_member(tx, table.id, object_id, ts)
+                )
+                members.append((table.id, record))
+            insert_members(tx, members, ts)
     store.create_snapshot(tenant, SNAPSHOT)
 
 
-def metadata_case(count: int, repeats: int) -> dict[str, Any]:
+def metadata_case(count: int, repeats: int, catalog: CatalogBackend = "sqlite") -> dict[str, Any]:
     """plan_restore alone (best of 7+) and a whole restore_tenant (best of ``repeats``)."""
-    with open_store("file") as store:
+    with open_store("file", catalog) as store:
         _, register_s = timed(lambda: register_objects(store, TENANT, count))
         plans = []
         for _ in range(max(7, repeats)):  # cheap and read-only: best of seven at least

@@ -37,6 +37,9 @@ from tenants.store import TableStore
 
 Backend = Literal["moto", "file"]
 BACKENDS: tuple[Backend, ...] = ("moto", "file")
+CatalogBackend = Literal["sqlite", "postgresql"]
+CATALOG_BACKENDS: tuple[CatalogBackend, ...] = ("sqlite", "postgresql")
+PG_ADMIN = os.environ.get("REWIND_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MB = 1_000_000
 
@@ -112,14 +115,16 @@ def moto_server() -> EmbeddedS3:
 
 
 @contextmanager
-def open_store(backend: Backend) -> Iterator[TableStore]:
+def open_store(backend: Backend, catalog: CatalogBackend = "sqlite") -> Iterator[TableStore]:
     """A TableStore on a fresh warehouse (moto bucket or temp dir) and a fresh catalog.
 
-    On exit the catalog is closed, the temp dir removed and, for moto, the
-    bucket's objects deleted (moto keeps them in this process's memory).
+    ``catalog`` is a SQLite file in the temp dir or a fresh schema of this
+    run's PostgreSQL database (:func:`new_catalog_uri`). On exit the catalog is
+    closed, the temp dir removed and, for moto, the bucket's objects deleted
+    (moto keeps them in this process's memory).
     """
     workdir = Path(tempfile.mkdtemp(prefix="rewind-bench-"))
-    catalog_uri = f"sqlite:///{workdir / 'catalog.db'}"
+    catalog_uri = new_catalog_uri(catalog, workdir)
     if backend == "moto":
         server = moto_server()
         bucket = f"rewind-bench-{uuid.uuid4().hex[:12]}"
@@ -136,6 +141,41 @@ def open_store(backend: Backend) -> Iterator[TableStore]:
         if backend == "moto":
             store.objects.delete_many(info.key for info in store.objects.list(""))
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+_pg_database: str | None = None
+
+
+def new_catalog_uri(catalog: CatalogBackend, workdir: Path) -> str:
+    """A fresh, empty catalog: a SQLite file in ``workdir``, or a new schema in this
+    run's PostgreSQL database ``rewind_bench_<random>`` (C collation, created on
+    first use at ``REWIND_BENCH_PG`` and dropped when the process exits)."""
+    if catalog == "sqlite":
+        return f"sqlite:///{workdir / f'catalog-{uuid.uuid4().hex[:8]}.db'}"
+    if catalog != "postgresql":
+        raise ValueError(f"unknown catalog backend {catalog!r}; use one of {CATALOG_BACKENDS}")
+    import psycopg
+
+    global _pg_database
+    base = PG_ADMIN.rsplit("/", 1)[0]
+    if _pg_database is None:
+        name = f"rewind_bench_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(
+                f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' "
+                "LC_COLLATE 'C' LC_CTYPE 'C'"
+            )
+        _pg_database = name
+
+        def drop() -> None:
+            with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+        atexit.register(drop)
+    schema = f"c_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{base}/{_pg_database}", autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{base}/{_pg_database}?options=-csearch_path%3D{schema}"
 
 
 # Spark -----------------------------------------------------------------------

@@ -74,6 +74,10 @@ class CatalogUnavailable(TransientError):
     """
 
 
+class CopyMismatch(RewindError):
+    """A catalog copy's rows do not match its source's."""
+
+
 class CatalogVersionError(RewindError):
     """The catalog was written by a newer Rewind or its DDL was altered."""
 

@@ -21,18 +21,25 @@ from tenants.catalog.base import wall_clock_us
 from tenants.embedded_s3 import EmbeddedS3, start_embedded_s3
 from tenants.store import TableStore
 
+# new_catalog_uri is function-scoped but a factory: each example calls it for a
+# fresh catalog, so sharing the fixture across a @given test's examples is safe.
+HEALTH_CHECKS_OFF = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.function_scoped_fixture,
+]
 settings.register_profile(
     "ci",
     max_examples=12,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=HEALTH_CHECKS_OFF,
     print_blob=True,
 )
 settings.register_profile(
     "deep",
     max_examples=200,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=HEALTH_CHECKS_OFF,
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -67,8 +74,7 @@ def pg_catalog_uri() -> Iterator[str]:
     with admin:
         # C collation: text sorts by bytes, as on SQLite (tenant and table lists).
         admin.execute(
-            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' "
-            "LC_COLLATE 'C' LC_CTYPE 'C'"
+            f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
         )
     yield PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"  # the admin URI, naming the new database
     with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
@@ -89,9 +95,29 @@ def new_pg_catalog_uri(pg_catalog_uri: str) -> Callable[[], str]:
     return make
 
 
-@pytest.fixture(params=BACKENDS)
+def chosen_backends() -> tuple[str, ...]:
+    """The catalog backends this run covers: both unless ``REWIND_TEST_BACKENDS``
+    names fewer (``sqlite`` for a quick local loop; CI runs both)."""
+    chosen = os.environ.get("REWIND_TEST_BACKENDS", ",".join(BACKENDS))
+    names = tuple(n.strip() for n in chosen.split(",") if n.strip())
+    unknown = sorted(set(names) - set(BACKENDS))
+    if unknown or not names:
+        raise pytest.UsageError(
+            f"REWIND_TEST_BACKENDS={chosen!r}: give a comma-separated subset of {BACKENDS}"
+        )
+    return names
+
+
+@pytest.fixture(params=chosen_backends())
 def new_catalog_uri(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
-    """Make a fresh catalog URI on each backend in turn (the test runs once per backend)."""
+    """Make a fresh catalog URI on each backend in turn (the test runs once per backend).
+
+    Every fixture that opens a catalog (``default_catalog_uri``, so ``store``,
+    ``uris`` and ``rewind``) depends on this one, so every test that touches a
+    catalog runs on both backends. A test about one backend (SQLite's file
+    lock, its query plans) pins it with
+    ``@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)``.
+    """
     if request.param == "postgresql":
         make_pg: Callable[[], str] = request.getfixturevalue("new_pg_catalog_uri")
         return make_pg
@@ -122,21 +148,16 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def default_catalog_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh catalog for fixtures not yet parametrised by backend: a SQLite file,
-    or with ``REWIND_TEST_BACKEND=postgresql`` a fresh PostgreSQL schema (to see
-    which suites pass on PostgreSQL before each is parametrised)."""
-    if os.environ.get("REWIND_TEST_BACKEND") == "postgresql":
-        make: Callable[[], str] = request.getfixturevalue("new_pg_catalog_uri")
-        return make()
-    return f"sqlite:///{tmp_path / 'catalog.db'}"
+def default_catalog_uri(new_catalog_uri: Callable[[], str]) -> str:
+    """One fresh catalog on the test's backend (the ``store`` and ``uris`` fixtures')."""
+    return new_catalog_uri()
 
 
 @pytest.fixture
 def store(
     s3_server: EmbeddedS3, bucket: str, default_catalog_uri: str, clock: ManualClock
 ) -> Iterator[TableStore]:
-    """A TableStore on a fresh moto bucket and a fresh catalog (SQLite by default)."""
+    """A TableStore on a fresh moto bucket and a fresh catalog of the test's backend."""
     table_store = TableStore.open(
         default_catalog_uri,
         f"s3://{bucket}/warehouse",
@@ -148,12 +169,10 @@ def store(
 
 
 @pytest.fixture
-def uris(request: pytest.FixtureRequest, bucket: str, tmp_path: Path) -> tuple[str, str]:
-    """A fresh catalog file (or PostgreSQL schema, see ``default_catalog_uri``) and
-    warehouse, as the CLI's ``--catalog``/``--warehouse``."""
-    if os.environ.get("REWIND_TEST_BACKEND") == "postgresql":
-        return request.getfixturevalue("default_catalog_uri"), f"s3://{bucket}/wh"
-    return f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/wh"
+def uris(default_catalog_uri: str, bucket: str) -> tuple[str, str]:
+    """A fresh catalog (a SQLite file or a PostgreSQL schema) and warehouse, as the
+    CLI's ``--catalog``/``--warehouse``."""
+    return default_catalog_uri, f"s3://{bucket}/wh"
 
 
 @pytest.fixture

@@ -314,6 +314,7 @@ def test_delete_count_is_the_keys_that_were_there(world: World) -> None:
 
 # a busy catalog: one clear, retryable error naming the holder; readers never wait
 
+@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's file lock
 def test_busy_catalog_raises_catalog_busy_naming_the_holder_and_changes_nothing(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -61,6 +61,7 @@ def query_plan(store: TableStore, run: Callable[[Any, str, int], object]) -> lis
 JOB = "j" * 32
 
 
+@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
 @pytest.mark.parametrize(
     "run",
     [
@@ -77,6 +78,7 @@ def test_restore_plan_and_pin_queries_read_objects_through_the_covering_index(
     assert not any(step.startswith("SCAN") for step in plan), plan
 
 
+@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
 def test_install_joins_reused_objects_from_the_pins_primary_key(store: TableStore) -> None:
     plan = query_plan(
         store, lambda tx, table, ts: install_reused_members(tx, JOB, table, "n" * 32, ts)

@@ -359,6 +359,7 @@ def test_malformed_backup_destination_is_refused_by_its_name(rewind: Rewind, wor
 # a busy catalog
 
 
+@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's file lock
 def test_busy_catalog_is_one_line_naming_the_holder_and_readers_carry_on(
     rewind: Rewind,
     world: str,

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -156,15 +156,15 @@ def histories(draw: st.DrawFn) -> list[Op]:
 class Model:
     """The store, a second handle on it (the "other process"), and the expected states."""
 
-    def __init__(self, s3: EmbeddedS3, directory: str) -> None:
+    def __init__(self, s3: EmbeddedS3, new_catalog_uri: Callable[[], str]) -> None:
         bucket = f"rewind-faults-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(bucket)
         backups = f"rewind-faults-bk-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(backups)
         self.backup_uri = f"s3://{backups}/b"
         self.s3 = s3
-        self.directory = directory
-        self.uris = (f"sqlite:///{directory}/c.db", f"s3://{bucket}/wh")
+        self.uris = (new_catalog_uri(), f"s3://{bucket}/wh")
+        self.second_uri = new_catalog_uri()
         self.store = TableStore.open(*self.uris, s3=s3.settings)
         self.other = TableStore.open(*self.uris, s3=s3.settings)
         self.second_rows: State | None = None  # what the second catalog's tenant holds
@@ -217,11 +217,16 @@ class Model:
             DB,
             "items",
             upserts=pa.table(
-                {"id": pa.array([k for k, _ in op.upserts], pa.int64()), "v": [v for _, v in op.upserts]}
+                {
+                    "id": pa.array([k for k, _ in op.upserts], pa.int64()),
+                    "v": [v for _, v in op.upserts],
+                }
             )
             if op.upserts
             else None,
-            deletes=pa.table({"id": pa.array(list(op.deletes), pa.int64())}) if op.deletes else None,
+            deletes=pa.table({"id": pa.array(list(op.deletes), pa.int64())})
+            if op.deletes
+            else None,
         )
         state = self.live[SOURCE]
         for key in op.deletes:
@@ -310,7 +315,7 @@ class Model:
 
         Neither GC may delete a key of the other catalog's tenants.
         """
-        uri = f"sqlite:///{self.directory}/second.db"
+        uri = self.second_uri
         if not op.adopt:
             with pytest.raises(WarehouseOwned):
                 TableStore.open(uri, self.uris[1], s3=self.s3.settings)
@@ -354,7 +359,9 @@ class Model:
         assert recorded <= present, f"missing: {sorted(recorded - present)[:3]}"
         if self.second_rows is not None:  # the second catalog's objects survived our GC
             second = TableStore.open(
-                f"sqlite:///{self.directory}/second.db", self.uris[1], s3=self.s3.settings,
+                self.second_uri,
+                self.uris[1],
+                s3=self.s3.settings,
                 adopt_warehouse=True,
             )
             try:
@@ -376,24 +383,23 @@ class Model:
 
 @given(history=histories())
 def test_no_interleaving_of_kills_cancels_resumes_and_gc_loses_data(
-    s3_server: EmbeddedS3, history: list[Op]
+    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], history: list[Op]
 ) -> None:
-    with tempfile.TemporaryDirectory() as directory:
-        model = Model(s3_server, directory)
-        try:
-            model.apply(Write(((1, "a"), (2, "b"), (3, "c")), ()))
-            model.apply(Snapshot())
-            for op in history:
-                try:
-                    model.apply(op)
-                except RestoreInProgress:
-                    raise AssertionError(f"{op}: the model left a job unfinished") from None
-                model.check()
-            if model.pending is not None:  # whatever is left can still be finished
-                model.apply(Finish("resume"))
-                model.check()
-        finally:
-            model.close()
+    model = Model(s3_server, new_catalog_uri)
+    try:
+        model.apply(Write(((1, "a"), (2, "b"), (3, "c")), ()))
+        model.apply(Snapshot())
+        for op in history:
+            try:
+                model.apply(op)
+            except RestoreInProgress:
+                raise AssertionError(f"{op}: the model left a job unfinished") from None
+            model.check()
+        if model.pending is not None:  # whatever is left can still be finished
+            model.apply(Finish("resume"))
+            model.check()
+    finally:
+        model.close()
 
 
 def test_the_model_kills_land_where_they_say() -> None:
@@ -401,4 +407,3 @@ def test_the_model_kills_land_where_they_say() -> None:
     text = "".join(path.read_text() for path in Path(catalog.__file__).parent.glob("*.py"))
     for prefix, _ in KILLS:
         assert prefix in text, prefix
-

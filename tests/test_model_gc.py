@@ -21,9 +21,8 @@ catalog knows no other object.
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,13 +224,13 @@ class Tenant:
 class Model:
     """A fresh store (new bucket, new SQLite file, own clock) with one oracle per tenant id."""
 
-    def __init__(self, s3: EmbeddedS3, directory: str, *, events: bool) -> None:
+    def __init__(self, s3: EmbeddedS3, catalog_uri: str, *, events: bool) -> None:
         self.events = events
         bucket = f"rewind-gc-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(bucket)
         self.clock = Clock()
         self.store = TableStore.open(
-            f"sqlite:///{directory}/c.db", f"s3://{bucket}/wh", s3=s3.settings, clock=self.clock
+            catalog_uri, f"s3://{bucket}/wh", s3=s3.settings, clock=self.clock
         )
         self.tenants: list[Tenant] = []  # in creation order
         self.made = 0
@@ -423,20 +422,19 @@ class Model:
 
 
 @contextmanager
-def model(s3: EmbeddedS3, *, events: bool = True) -> Iterator[Model]:
-    with tempfile.TemporaryDirectory(prefix="rewind-gc-model-") as directory:
-        m = Model(s3, directory, events=events)
-        try:
-            yield m
-        finally:
-            m.close()
+def model(s3: EmbeddedS3, catalog_uri: str, *, events: bool = True) -> Iterator[Model]:
+    m = Model(s3, catalog_uri, events=events)
+    try:
+        yield m
+    finally:
+        m.close()
 
 
 @given(history=histories())
 def test_gc_never_deletes_what_a_protected_read_needs_and_leaks_nothing(
-    s3_server: EmbeddedS3, history: list[Op]
+    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], history: list[Op]
 ) -> None:
-    with model(s3_server) as m:
+    with model(s3_server, new_catalog_uri()) as m:
         for op in history:
             m.apply(op)
         m.gc(Gc(short=True, compact=True, threshold=0.2))
@@ -445,6 +443,7 @@ def test_gc_never_deletes_what_a_protected_read_needs_and_leaks_nothing(
 
 def test_gc_after_in_place_restores_and_purges_keeps_every_clone_readable(
     s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
 ) -> None:
     """A fixed history: a clone shares objects with a source that is restored in place,
     retired, purged and collected, while the clone full-compacts its own history."""
@@ -466,7 +465,7 @@ def test_gc_after_in_place_restores_and_purges_keeps_every_clone_readable(
         Advance(RETENTION + US["h"]),
         Gc(False, True, 0.2),
     ]
-    with model(s3_server, events=False) as m:
+    with model(s3_server, new_catalog_uri(), events=False) as m:
         for op in history:
             m.apply(op)
         m.finish()

@@ -12,6 +12,7 @@ objects and leave no staging dump behind; the source must be untouched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import event, given
@@ -57,9 +58,9 @@ def check_logical_equals_physical_equals_oracle(m: Model, *, in_hypothesis: bool
 
 @given(history=histories())
 def test_logical_clone_equals_physical_clone_equals_the_oracle_at_every_protected_time(
-    s3_server: EmbeddedS3, history: list[Op]
+    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], history: list[Op]
 ) -> None:
-    with model(s3_server) as m:
+    with model(s3_server, new_catalog_uri()) as m:
         for op in history:
             m.apply(op)
         check_logical_equals_physical_equals_oracle(m)
@@ -67,6 +68,7 @@ def test_logical_clone_equals_physical_clone_equals_the_oracle_at_every_protecte
 
 def test_logical_restore_of_a_tenant_whose_column_was_added_then_dropped(
     s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
 ) -> None:
     """A fixed history: the dump at each S carries the schema of that S, not today's."""
     from test_model_restore import Alter, Compact, Snapshot, Write
@@ -82,7 +84,7 @@ def test_logical_restore_of_a_tenant_whose_column_was_added_then_dropped(
         Compact(None, True, 1),
         Snapshot(),  # s2: (id, v) again
     ]
-    with model(s3_server) as m:
+    with model(s3_server, new_catalog_uri()) as m:
         for op in history:
             m.apply(op)
         assert [s.names for _, s in m.schemas["items"]] == [

@@ -21,9 +21,8 @@ the S with the most rewrite tasks (its result must equal the local one).
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -165,12 +164,10 @@ def histories(draw: st.DrawFn) -> list[Op]:
 class Model:
     """A fresh store (new bucket, new SQLite file) with the oracle beside it."""
 
-    def __init__(self, s3: EmbeddedS3, directory: str) -> None:
+    def __init__(self, s3: EmbeddedS3, catalog_uri: str) -> None:
         bucket = f"rewind-restore-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(bucket)
-        self.store = TableStore.open(
-            f"sqlite:///{directory}/c.db", f"s3://{bucket}/wh", s3=s3.settings
-        )
+        self.store = TableStore.open(catalog_uri, f"s3://{bucket}/wh", s3=s3.settings)
         self.oracle = Oracle()
         self.store.create_tenant(TENANT)
         self.schemas: dict[str, list[tuple[int, TableSchema]]] = {}
@@ -293,7 +290,9 @@ class Model:
             # The clone takes writes; the source does not see them.
             schema = self.schema_at("items", at_ts)
             row = {n: None for n in schema.names} | {"id": 99, "v": "clone"}
-            store.write(clone, DB, "items", upserts=pa.Table.from_pylist([row], schema=schema.arrow()))
+            store.write(
+                clone, DB, "items", upserts=pa.Table.from_pylist([row], schema=schema.arrow())
+            )
             assert store.read(clone, DB, "items").to_pylist() == sorted(
                 [r for r in self.expected("items", at_ts) if r["id"] != 99] + [row],
                 key=lambda r: r["id"],
@@ -316,29 +315,31 @@ class Model:
 
 
 @contextmanager
-def model(s3: EmbeddedS3) -> Iterator[Model]:
-    with tempfile.TemporaryDirectory(prefix="rewind-restore-model-") as directory:
-        m = Model(s3, directory)
-        try:
-            yield m
-        finally:
-            m.close()
+def model(s3: EmbeddedS3, catalog_uri: str) -> Iterator[Model]:
+    m = Model(s3, catalog_uri)
+    try:
+        yield m
+    finally:
+        m.close()
 
 
 @given(history=histories())
 def test_clone_restore_at_every_protected_time_reads_as_the_oracle(
-    s3_server: EmbeddedS3, spark: Any, history: list[Op]
+    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], spark: Any, history: list[Op]
 ) -> None:
-    with model(s3_server) as m:
+    with model(s3_server, new_catalog_uri()) as m:
         for op in history:
             m.apply(op)
         rewrites = m.check_restores(spark=True)
     event(f"restore points: {len(rewrites)}")
-    event(f"most rewrite tasks at one point: {min(max(rewrites), 5)}{'+' if max(rewrites) >= 5 else ''}")
+    event(
+        f"most rewrite tasks at one point: {min(max(rewrites), 5)}{'+' if max(rewrites) >= 5 else ''}"
+    )
 
 
 def test_full_compaction_after_dropping_a_snapshot_keeps_tombstones_a_later_restore_needs(
     s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
 ) -> None:
     """A fixed history of the GC lesson: the tombstone hiding key 1 at s1 must survive."""
     history: list[Op] = [
@@ -352,7 +353,7 @@ def test_full_compaction_after_dropping_a_snapshot_keeps_tombstones_a_later_rest
         Write("items", ({"id": 3, "v": "c", "note": None},), ()),
         Compact(None, False, DEFAULT_TARGET_BYTES),
     ]
-    with model(s3_server) as m:
+    with model(s3_server, new_catalog_uri()) as m:
         for op in history:
             m.apply(op)
         assert sorted(m.snapshots) == ["s1"]

@@ -13,8 +13,8 @@ needs — the union of the versions visible at each protected time — never mor
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -214,14 +214,13 @@ class World:
 
 @given(history=ops)
 def test_protected_reads_equal_the_model_and_full_compaction_keeps_exactly_what_is_needed(
-    s3_server: EmbeddedS3, tmp_path_factory: Any, history: list[Op]
+    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], history: list[Op]
 ) -> None:
     bucket = f"rewind-ret-{uuid.uuid4().hex[:12]}"
     s3_server.create_bucket(bucket)
-    directory: Path = tmp_path_factory.mktemp("ret")
     clock = Clock()
     store = TableStore.open(
-        f"sqlite:///{directory / 'c.db'}", f"s3://{bucket}/wh", s3=s3_server.settings, clock=clock
+        new_catalog_uri(), f"s3://{bucket}/wh", s3=s3_server.settings, clock=clock
     )
     try:
         store.create_tenant(TENANT)

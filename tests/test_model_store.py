@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -89,21 +88,27 @@ ORDERS_SCHEMA = TableSchema(
     ),
     ("id", "region"),
 )
-ORDERS_KEYS = st.fixed_dictionaries({
-    "id": st.integers(-2, 3) | st.sampled_from([-(2**63), 2**63 - 1]),
-    "region": st.sampled_from(["eu", "us", "", "ü"]),
-})
-ORDERS_VALUES = st.fixed_dictionaries({
-    "amount": nullable(st.floats(allow_nan=False)),
-    "qty": st.integers(-(2**31), 2**31 - 1),
-    "at": nullable(st.datetimes(timezones=st.just(UTC))),
-    "day": nullable(st.dates()),
-    "price": nullable(
-        st.decimals(min_value=Decimal("-99999999.99"), max_value=Decimal("99999999.99"), places=2)
-    ),
-    "flag": nullable(st.booleans()),
-    "note": nullable(st.text(max_size=4)),
-})
+ORDERS_KEYS = st.fixed_dictionaries(
+    {
+        "id": st.integers(-2, 3) | st.sampled_from([-(2**63), 2**63 - 1]),
+        "region": st.sampled_from(["eu", "us", "", "ü"]),
+    }
+)
+ORDERS_VALUES = st.fixed_dictionaries(
+    {
+        "amount": nullable(st.floats(allow_nan=False)),
+        "qty": st.integers(-(2**31), 2**31 - 1),
+        "at": nullable(st.datetimes(timezones=st.just(UTC))),
+        "day": nullable(st.dates()),
+        "price": nullable(
+            st.decimals(
+                min_value=Decimal("-99999999.99"), max_value=Decimal("99999999.99"), places=2
+            )
+        ),
+        "flag": nullable(st.booleans()),
+        "note": nullable(st.text(max_size=4)),
+    }
+)
 
 ITEMS_SCHEMA = TableSchema(
     (
@@ -116,22 +121,28 @@ ITEMS_SCHEMA = TableSchema(
     ("sku",),
 )
 ITEMS_KEYS = st.fixed_dictionaries({"sku": st.integers(0, 6)})
-ITEMS_VALUES = st.fixed_dictionaries({
-    "name": nullable(st.text(max_size=4)),
-    "raw": nullable(st.binary(max_size=4)),
-    "weight": nullable(st.floats(width=32, allow_nan=False)),
-    "rank": nullable(st.integers(-(2**15), 2**15 - 1)),
-})
+ITEMS_VALUES = st.fixed_dictionaries(
+    {
+        "name": nullable(st.text(max_size=4)),
+        "raw": nullable(st.binary(max_size=4)),
+        "weight": nullable(st.floats(width=32, allow_nan=False)),
+        "rank": nullable(st.integers(-(2**15), 2**15 - 1)),
+    }
+)
 
 USERS_SCHEMA = TableSchema(
     (Column("email", "string"), Column("age", "int64"), Column("active", "bool", nullable=False)),
     ("email",),
 )
-USERS_KEYS = st.fixed_dictionaries({"email": st.sampled_from(["a@x", "b@x", "Ä"]) | st.text(max_size=2)})
-USERS_VALUES = st.fixed_dictionaries({
-    "age": nullable(st.integers(-(2**63), 2**63 - 1)),
-    "active": st.booleans(),
-})
+USERS_KEYS = st.fixed_dictionaries(
+    {"email": st.sampled_from(["a@x", "b@x", "Ä"]) | st.text(max_size=2)}
+)
+USERS_VALUES = st.fixed_dictionaries(
+    {
+        "age": nullable(st.integers(-(2**63), 2**63 - 1)),
+        "active": st.booleans(),
+    }
+)
 
 TABLES: tuple[TableSpec, ...] = (
     TableSpec("acme", "shop", "orders", ORDERS_SCHEMA, ORDERS_KEYS, ORDERS_VALUES),
@@ -211,12 +222,10 @@ def _batch(spec: TableSpec, rows: tuple[Row, ...], names: list[str], typed: bool
 class Harness:
     """A fresh store (new bucket, new SQLite file) with the model's tables, and its oracle."""
 
-    def __init__(self, s3: EmbeddedS3, directory: str) -> None:
+    def __init__(self, s3: EmbeddedS3, catalog_uri: str) -> None:
         bucket = f"rewind-model-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(bucket)
-        self.store = TableStore.open(
-            f"sqlite:///{directory}/catalog.db", f"s3://{bucket}/warehouse", s3=s3.settings
-        )
+        self.store = TableStore.open(catalog_uri, f"s3://{bucket}/warehouse", s3=s3.settings)
         self.oracle = Oracle()
         self.stamps: list[int] = []
         self.created: dict[int, int] = {}
@@ -242,7 +251,9 @@ class Harness:
             order = list(op.column_order)
             keys = [n for n in order if n in spec.schema.primary_key]
             result = self.store.write(
-                spec.tenant, spec.database, spec.name,
+                spec.tenant,
+                spec.database,
+                spec.name,
                 upserts=_batch(spec, op.upserts, order, op.typed) if op.upserts else None,
                 deletes=_batch(spec, op.deletes, keys, op.typed) if op.deletes else None,
             )
@@ -258,7 +269,11 @@ class Harness:
             touched = [op.table]
         elif op.scope == "database":
             self.store.compact(spec.tenant, spec.database, **options)
-            touched = [i for i, t in enumerate(TABLES) if (t.tenant, t.database) == (spec.tenant, spec.database)]
+            touched = [
+                i
+                for i, t in enumerate(TABLES)
+                if (t.tenant, t.database) == (spec.tenant, spec.database)
+            ]
         else:
             self.store.compact(spec.tenant, **options)
             touched = [i for i, t in enumerate(TABLES) if t.tenant == spec.tenant]
@@ -278,7 +293,9 @@ class Harness:
             times += [t - 1 for t in times if t - 1 >= self.created[index]]
         return sorted(set(times))
 
-    def check_read(self, index: int, as_of: int, reader: Literal["local", "spark"] = "local") -> None:
+    def check_read(
+        self, index: int, as_of: int, reader: Literal["local", "spark"] = "local"
+    ) -> None:
         spec = TABLES[index]
         # A time may be named as a ts, a ts in text or an ISO-8601 instant.
         forms: list[int | str] = [as_of, str(as_of), format_ts(as_of)]
@@ -312,7 +329,9 @@ class Harness:
         for tenant in sorted({t.tenant for t in TABLES}):
             totals: dict[tuple[str, str], int] = {}
             for qualified, record in self.store.objects_of(tenant):
-                totals[(qualified, record.kind)] = totals.get((qualified, record.kind), 0) + record.rows
+                totals[(qualified, record.kind)] = (
+                    totals.get((qualified, record.kind), 0) + record.rows
+                )
                 assert record.max_ts <= self.stamps[-1] and record.min_ts <= record.max_ts
             for index, spec in enumerate(TABLES):
                 if spec.tenant != tenant:
@@ -341,17 +360,22 @@ class Harness:
 
 
 @contextmanager
-def harness(s3: EmbeddedS3) -> Iterator[Harness]:
-    with tempfile.TemporaryDirectory(prefix="rewind-model-") as directory:
-        h = Harness(s3, directory)
-        try:
-            yield h
-        finally:
-            h.close()
+def harness(s3: EmbeddedS3, catalog_uri: str) -> Iterator[Harness]:
+    h = Harness(s3, catalog_uri)
+    try:
+        yield h
+    finally:
+        h.close()
 
 
-def run_history(s3: EmbeddedS3, history: list[Op], rnd: random.Random, spark_samples: int | None) -> None:
-    with harness(s3) as h:
+def run_history(
+    s3: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
+    history: list[Op],
+    rnd: random.Random,
+    spark_samples: int | None,
+) -> None:
+    with harness(s3, new_catalog_uri()) as h:
         for op in history:
             h.check_step(h.apply(op))
         h.check_end(rnd, spark_samples)
@@ -369,36 +393,65 @@ def run_history(s3: EmbeddedS3, history: list[Op], rnd: random.Random, spark_sam
     rnd=random.Random(0),
 )
 def test_reads_at_every_commit_ts_match_the_oracle(
-    s3_server: EmbeddedS3, spark: Any, history: list[Op], rnd: random.Random
+    s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
+    spark: Any,
+    history: list[Op],
+    rnd: random.Random,
 ) -> None:
-    run_history(s3_server, history, rnd, SPARK_SAMPLES)
+    run_history(s3_server, new_catalog_uri, history, rnd, SPARK_SAMPLES)
 
 
 def _orders(id_: int, region: str, amount: float | None, qty: int = 1) -> Row:
     return {
-        "id": id_, "region": region, "amount": amount, "qty": qty,
-        "at": datetime(2024, 5, 1, 12, 30, tzinfo=UTC), "day": date(2024, 5, 1),
-        "price": Decimal("9.99"), "flag": None, "note": "n",
+        "id": id_,
+        "region": region,
+        "amount": amount,
+        "qty": qty,
+        "at": datetime(2024, 5, 1, 12, 30, tzinfo=UTC),
+        "day": date(2024, 5, 1),
+        "price": Decimal("9.99"),
+        "flag": None,
+        "note": "n",
     }
 
 
-def test_known_history_of_one_key_reads_as_expected_at_every_ts(s3_server: EmbeddedS3, spark: Any) -> None:
+def test_known_history_of_one_key_reads_as_expected_at_every_ts(
+    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], spark: Any
+) -> None:
     """Insert, update, delete, re-insert one key (beside a steady one), then compact."""
     key = {"id": 1, "region": "eu"}
     steady = _orders(2, "us", 0.5)
-    with harness(s3_server) as h:
-        ts_insert = h.store.write("acme", "shop", "orders", upserts=pa.Table.from_pylist(
-            [_orders(1, "eu", 1.0), steady], schema=ORDERS_SCHEMA.arrow())).ts
+    with harness(s3_server, new_catalog_uri()) as h:
+        ts_insert = h.store.write(
+            "acme",
+            "shop",
+            "orders",
+            upserts=pa.Table.from_pylist(
+                [_orders(1, "eu", 1.0), steady], schema=ORDERS_SCHEMA.arrow()
+            ),
+        ).ts
         ts_update = h.store.write(
-            "acme", "shop", "orders",
+            "acme",
+            "shop",
+            "orders",
             upserts=pa.Table.from_pylist([_orders(1, "eu", 2.0)], schema=ORDERS_SCHEMA.arrow()),
             deletes=pa.Table.from_pylist([key], schema=ORDERS_SCHEMA.key_arrow()),
         ).ts
         ts_delete = h.store.write(
-            "acme", "shop", "orders", deletes=pa.Table.from_pylist([key], schema=ORDERS_SCHEMA.key_arrow())
+            "acme",
+            "shop",
+            "orders",
+            deletes=pa.Table.from_pylist([key], schema=ORDERS_SCHEMA.key_arrow()),
         ).ts
-        ts_reinsert = h.store.write("acme", "shop", "orders", upserts=pa.Table.from_pylist(
-            [_orders(1, "eu", None, qty=3)], schema=ORDERS_SCHEMA.arrow())).ts
+        ts_reinsert = h.store.write(
+            "acme",
+            "shop",
+            "orders",
+            upserts=pa.Table.from_pylist(
+                [_orders(1, "eu", None, qty=3)], schema=ORDERS_SCHEMA.arrow()
+            ),
+        ).ts
         assert ts_insert < ts_update < ts_delete < ts_reinsert
         expected = {
             ts_insert - 1: [],
@@ -429,16 +482,25 @@ def test_known_history_of_one_key_reads_as_expected_at_every_ts(s3_server: Embed
 
 @pytest.mark.parametrize("reader", ["local", "spark"])
 def test_read_at_a_ts_with_only_tombstones_is_empty(
-    s3_server: EmbeddedS3, spark: Any, reader: Literal["local", "spark"]
+    s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
+    spark: Any,
+    reader: Literal["local", "spark"],
 ) -> None:
     """A first commit that deletes an absent key leaves the table empty at that ts."""
-    with harness(s3_server) as h:
+    with harness(s3_server, new_catalog_uri()) as h:
         ts_delete = h.store.write(
             "acme", "shop", "items", deletes=pa.table({"sku": pa.array([3], pa.int64())})
         ).ts
-        ts_insert = h.store.write("acme", "shop", "items", upserts=pa.Table.from_pylist(
-            [{"sku": 3, "name": "x", "raw": None, "weight": None, "rank": None}],
-            schema=ITEMS_SCHEMA.arrow())).ts
+        ts_insert = h.store.write(
+            "acme",
+            "shop",
+            "items",
+            upserts=pa.Table.from_pylist(
+                [{"sku": 3, "name": "x", "raw": None, "weight": None, "rank": None}],
+                schema=ITEMS_SCHEMA.arrow(),
+            ),
+        ).ts
         assert h.store.read("acme", "shop", "items", ts_delete, reader=reader).to_pylist() == []
         assert h.store.read("acme", "shop", "items", ts_insert, reader=reader).num_rows == 1
 
@@ -462,7 +524,10 @@ ALL_TYPES: list[tuple[str, list[Any]]] = [
 
 @pytest.mark.parametrize("reader", ["local", "spark"])
 def test_every_supported_column_type_round_trips_through_each_reader(
-    s3_server: EmbeddedS3, spark: Any, reader: Literal["local", "spark"]
+    s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
+    spark: Any,
+    reader: Literal["local", "spark"],
 ) -> None:
     """Every type ``tenants.schema`` accepts (one column each) reads back exactly."""
     columns = [Column(f"c{i}", type_name) for i, (type_name, _) in enumerate(ALL_TYPES)]
@@ -471,9 +536,11 @@ def test_every_supported_column_type_round_trips_through_each_reader(
         {"k": row, **{f"c{i}": values[row] for i, (_, values) in enumerate(ALL_TYPES)}}
         for row in range(2)
     ]
-    with harness(s3_server) as h:
+    with harness(s3_server, new_catalog_uri()) as h:
         h.store.create_table("acme", "types", "t", schema)
-        h.store.write("acme", "types", "t", upserts=pa.Table.from_pylist(rows, schema=schema.arrow()))
+        h.store.write(
+            "acme", "types", "t", upserts=pa.Table.from_pylist(rows, schema=schema.arrow())
+        )
         got = h.store.read("acme", "types", "t", reader=reader)
         assert got.schema == schema.arrow()
         assert got.to_pylist() == rows

@@ -118,7 +118,7 @@ def scenario(store: TableStore, clock: Any) -> Scenario:
         name, "db", "items", upserts=rows((1, "y"), (8, "y"), (15, "y"), (19, "y")), deletes=keys(6, 12)
     )
     store.write(name, "db", "users", upserts=rows((7, "n")), deletes=keys(3))
-    store.compact(name, "db", "items", target_bytes=1_000)
+    store.compact(name, "db", "items", target_bytes=800)
     store.compact(name, "db", "users")
     at(5)
     store.write(name, "db", "items", upserts=rows((30, "late")))

@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 
 from engine.cli import (
     backup_cmds,
+    catalog_cmds,
     data_cmds,
     ddl_cmds,
     gc_cmds,
@@ -70,6 +71,7 @@ app.add_typer(backup_cmds.app, name="backup")
 app.add_typer(table_cmds.app, name="table")
 app.add_typer(snapshot_cmds.app, name="snapshot")
 app.add_typer(pitr_cmds.app, name="pitr")
+app.add_typer(catalog_cmds.app, name="catalog")
 data_cmds.register(app)
 ddl_cmds.register(app)
 restore_cmds.register(app)

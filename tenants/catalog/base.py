@@ -53,6 +53,16 @@ class Tx:
         """Rows as plain tuples, for hot paths that build records positionally."""
         return list(self._conn.execute(sql, tuple(params)).fetchall())
 
+    def batches(
+        self, sql: str, params: Sequence[Any] = (), size: int = 10_000
+    ) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """The result in batches of ``size`` rows, with its column names: memory stays
+        bounded however many rows the statement returns."""
+        cursor = self._conn.execute(sql, tuple(params))
+        names = [d[0] for d in cursor.description]
+        while rows := cursor.fetchmany(size):
+            yield names, rows
+
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         rows = self.all(sql, params)
         return rows[0] if rows else None
@@ -203,6 +213,12 @@ class Catalog:
                 raise
             raise error from e
 
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -281,14 +297,22 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
     if postgres.is_postgres_uri(uri):
         shown = postgres.redact(uri)
         waits = postgres.LOCK_TIMEOUT_S
+        first = postgres.connect(uri, waits)
+        opened: list[Catalog] = []  # the busy translator asks the current connection
+
+        def busy(error: BaseException) -> RewindError | None:
+            conn = opened[0]._conn if opened else first
+            return postgres.busy_error(error, conn, shown, waits)
+
         catalog = Catalog(
-            postgres.connect(uri, waits),
+            first,
             shown,
             clock,
-            busy=lambda error: postgres.busy_error(error, catalog._conn, shown, waits),
+            busy=busy,
             dialect=postgres.POSTGRES,
             reconnect=lambda: postgres.connect(uri, waits),
         )
+        opened.append(catalog)
         return catalog
 
     from tenants.catalog.sqlite import busy_error, connect, sqlite_path

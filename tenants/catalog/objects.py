@@ -38,27 +38,43 @@ LIVE_MEMBERS = (
 )
 
 
+_INSERT_OBJECT = (
+    "INSERT INTO objects (id, object_key, kind, fingerprint, row_count, byte_size, min_ts, "
+    "max_ts, min_pk, max_pk, sorted, checksum, created_ts) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def insert_object(tx: Tx, record: ObjectRecord) -> None:
     """Register an object (its bytes are already in the store); it joins no table yet."""
-    tx.execute(
-        "INSERT INTO objects (id, object_key, kind, fingerprint, row_count, byte_size, min_ts, "
-        "max_ts, min_pk, max_pk, sorted, checksum, created_ts) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            record.id,
-            record.key,
-            record.kind,
-            record.fingerprint,
-            record.rows,
-            record.bytes,
-            record.min_ts,
-            record.max_ts,
-            record.min_pk,
-            record.max_pk,
-            int(record.sorted),
-            record.checksum,
-            record.created_ts,
-        ),
+    tx.execute(_INSERT_OBJECT, _object_values(record))
+
+
+def insert_members(tx: Tx, members: Sequence[tuple[str, ObjectRecord]], ts: int) -> None:
+    """Register many objects and make each a live member of its table from ``ts``
+    (``(table_id, record)`` pairs): one batched statement each, not one per row."""
+    tx.executemany(_INSERT_OBJECT, [_object_values(record) for _, record in members])
+    tx.executemany(
+        "INSERT INTO membership (table_id, object_id, added_ts) VALUES (?, ?, ?)",
+        [(table_id, record.id, ts) for table_id, record in members],
+    )
+
+
+def _object_values(record: ObjectRecord) -> tuple[object, ...]:
+    return (
+        record.id,
+        record.key,
+        record.kind,
+        record.fingerprint,
+        record.rows,
+        record.bytes,
+        record.min_ts,
+        record.max_ts,
+        record.min_pk,
+        record.max_pk,
+        int(record.sorted),
+        record.checksum,
+        record.created_ts,
     )
 
 

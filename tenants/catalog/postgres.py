@@ -21,6 +21,8 @@ import os
 import re
 import socket
 import sys
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -84,6 +86,17 @@ class PostgresTx(Tx):
     def scalar(self, sql: str, params: Any = ()) -> Any:
         row = self._conn.execute(to_pyformat(sql), tuple(params)).fetchone()
         return None if row is None else row[0]
+
+    def batches(
+        self, sql: str, params: Any = (), size: int = 10_000
+    ) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        # A server-side cursor: libpq would otherwise buffer the whole result.
+        # Valid inside the transaction the catalog opened (DECLARE needs one).
+        with self._conn.cursor(name=f"rewind_{uuid.uuid4().hex[:12]}") as cursor:
+            cursor.execute(to_pyformat(sql), tuple(params))
+            names = [c.name for c in cursor.description]
+            while rows := cursor.fetchmany(size):
+                yield names, rows
 
 
 class PostgresDialect(Dialect):
