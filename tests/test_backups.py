@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +92,12 @@ def source(store: TableStore) -> Source:
 
 
 @pytest.fixture
-def other_store(s3_server: EmbeddedS3, tmp_path: Path) -> Iterator[TableStore]:
+def other_store(
+    new_catalog_uri: Callable[[], str], s3_server: EmbeddedS3, tmp_path: Path
+) -> Iterator[TableStore]:
     """Another deployment: its own SQLite catalog and its own (third) bucket."""
     bucket = new_bucket(s3_server, "rewind-other")
-    other = TableStore.open(
-        f"sqlite:///{tmp_path / 'other.db'}", f"s3://{bucket}/wh", s3=s3_server.settings
-    )
+    other = TableStore.open(new_catalog_uri(), f"s3://{bucket}/wh", s3=s3_server.settings)
     yield other
     other.close()
 
@@ -555,7 +555,15 @@ def test_tenant_purge_discards_a_staging_tenant_a_killed_backup_restore_left(
     warehouse_uri = store.objects.warehouse.uri
     result = CliRunner().invoke(
         app,
-        ["--catalog", catalog_uri, "--warehouse", warehouse_uri, "tenant", "purge", f"back@{staging_id}"],
+        [
+            "--catalog",
+            catalog_uri,
+            "--warehouse",
+            warehouse_uri,
+            "tenant",
+            "purge",
+            f"back@{staging_id}",
+        ],
     )
 
     assert result.exit_code == 0, result.output

@@ -23,6 +23,7 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,13 +147,13 @@ def run(
 
 
 def test_cli_commands_run_four_at_a_time_always_exit_with_their_own_code(
-    s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+    new_catalog_uri: Callable[[], str], s3_server: EmbeddedS3, bucket: str, tmp_path: Path
 ) -> None:
     """Forty short commands, four at a time: each exits 0, 1 (a RewindError) or 2 (usage),
     as its arguments call for, and none is killed by SIGABRT at interpreter shutdown."""
     deployments = [
-        (f"sqlite:///{tmp_path / 's3.db'}", f"s3://{bucket}/wh", s3_server, S3_COMMANDS),
-        (f"sqlite:///{tmp_path / 'file.db'}", f"file://{tmp_path / 'wh'}", None, FILE_COMMANDS),
+        (new_catalog_uri(), f"s3://{bucket}/wh", s3_server, S3_COMMANDS),
+        (new_catalog_uri(), f"file://{tmp_path / 'wh'}", None, FILE_COMMANDS),
     ]
     for catalog, warehouse, s3, _ in deployments:
         seed(catalog, warehouse, s3)

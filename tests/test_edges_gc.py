@@ -87,14 +87,18 @@ def start_upload(s3: EmbeddedS3, bucket: str, key: str) -> str:
 
 @pytest.fixture
 def open_other(
-    s3_server: EmbeddedS3, bucket: str, tmp_path: Path, clock: Any
+    s3_server: EmbeddedS3, bucket: str, new_catalog_uri: Callable[[], str], clock: Any
 ) -> Iterator[Callable[..., TableStore]]:
-    """Open another catalog (a second deployment) against the ``store`` fixture's warehouse."""
+    """Open another catalog (a second deployment, on the test's backend) against the
+    ``store`` fixture's warehouse; the same ``name`` opens the same catalog again."""
     opened: list[TableStore] = []
+    catalogs: dict[str, str] = {}
 
     def make(name: str = "other.db", *, adopt: bool = False) -> TableStore:
+        if name not in catalogs:
+            catalogs[name] = new_catalog_uri()
         other = TableStore.open(
-            f"sqlite:///{tmp_path / name}",
+            catalogs[name],
             f"s3://{bucket}/warehouse",
             s3=s3_server.settings,
             clock=clock,
@@ -112,6 +116,7 @@ def open_other(
 
 
 def test_a_second_catalog_is_refused_and_its_gc_deletes_nothing_of_the_first(
+    new_catalog_uri: Callable[[], str],
     store: TableStore,
     clock: Any,
     s3_server: EmbeddedS3,
@@ -128,7 +133,7 @@ def test_a_second_catalog_is_refused_and_its_gc_deletes_nothing_of_the_first(
         open_other()
     # A program that builds its TableStore by hand skips the check at open; GC does not.
     other = TableStore(
-        open_catalog(f"sqlite:///{tmp_path / 'by-hand.db'}", clock),
+        open_catalog(new_catalog_uri(), clock),
         open_object_store(f"s3://{bucket}/warehouse", s3_server.settings),
     )
     try:
@@ -190,9 +195,10 @@ def test_gc_never_deletes_keys_of_another_catalog(
 
 
 def test_the_catalog_id_is_created_once_even_when_processes_race_to_create_it(
+    new_catalog_uri: Callable[[], str],
     tmp_path: Path,
 ) -> None:
-    uri = f"sqlite:///{tmp_path / 'race.db'}"
+    uri = new_catalog_uri()
     start = time.time() + 2.0  # every process opens the catalog, then asks at the same moment
     code = (
         "import sys, time\n"
@@ -229,7 +235,7 @@ def test_the_catalog_id_is_created_once_even_when_processes_race_to_create_it(
 
 @pytest.mark.parametrize("scheme", ["file", "s3"])
 def test_catalogs_claiming_a_fresh_warehouse_at_once_get_exactly_one_owner(
-    scheme: str, tmp_path: Path, request: pytest.FixtureRequest
+    new_catalog_uri: Callable[[], str], scheme: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     for round_ in range(3):
         if scheme == "s3":
@@ -238,7 +244,7 @@ def test_catalogs_claiming_a_fresh_warehouse_at_once_get_exactly_one_owner(
             warehouse, settings = f"s3://{bucket}/race{round_}", s3.settings
         else:
             warehouse, settings = f"file://{tmp_path / f'race{round_}'}", None
-        uris = [f"sqlite:///{tmp_path / f'c{round_}-{n}.db'}" for n in range(4)]
+        uris = [new_catalog_uri() for n in range(4)]
         won, refused = claim_at_once(uris, warehouse, settings)
         assert len(won) == 1 and len(refused) == 3, (won, refused)
         marker = read_marker(won[0].objects)
@@ -274,7 +280,7 @@ def claim_at_once(
 
 @pytest.mark.parametrize("scheme", ["file", "s3"])
 def test_the_marker_names_its_owner_and_holds_no_credentials_or_local_paths(
-    scheme: str, tmp_path: Path, request: pytest.FixtureRequest
+    new_catalog_uri: Callable[[], str], scheme: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     if scheme == "s3":
         s3: EmbeddedS3 = request.getfixturevalue("s3_server")
@@ -282,7 +288,7 @@ def test_the_marker_names_its_owner_and_holds_no_credentials_or_local_paths(
         warehouse, settings = f"s3://{bucket}/wh", s3.settings
     else:
         warehouse, settings = f"file://{tmp_path / 'wh'}", None
-    store = TableStore.open(f"sqlite:///{tmp_path / 'c.db'}", warehouse, s3=settings)
+    store = TableStore.open(new_catalog_uri(), warehouse, s3=settings)
     try:
         data = store.objects.get(MARKER)
         raw = json.loads(data)
@@ -351,20 +357,18 @@ def test_a_warehouse_from_before_markers_holding_tenants_this_catalog_never_crea
 
 
 def test_a_backup_destination_is_refused_as_a_warehouse(
-    s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+    new_catalog_uri: Callable[[], str], s3_server: EmbeddedS3, bucket: str, tmp_path: Path
 ) -> None:
     open_destination(f"s3://{bucket}/backups", create=True)
     with pytest.raises(ForeignWarehouse, match="is a Rewind backup destination"):
-        TableStore.open(
-            f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/backups", s3=s3_server.settings
-        )
+        TableStore.open(new_catalog_uri(), f"s3://{bucket}/backups", s3=s3_server.settings)
 
 
 def test_the_cli_refuses_a_second_catalog_in_one_line_and_adopt_warehouse_takes_over(
-    uris: tuple[str, str], tmp_path: Path
+    new_catalog_uri: Callable[[], str], uris: tuple[str, str], tmp_path: Path
 ) -> None:
     catalog, warehouse = uris
-    other = f"sqlite:///{tmp_path / 'other.db'}"
+    other = new_catalog_uri()
     runner = CliRunner()
 
     def run(*args: str) -> Any:
@@ -392,6 +396,7 @@ def test_the_cli_refuses_a_second_catalog_in_one_line_and_adopt_warehouse_takes_
 
 @pytest.mark.parametrize("push", ["backup_restore", "clock_stepped_back"])
 def test_gc_keeps_fresh_unregistered_outputs_when_the_commit_clock_runs_far_ahead(
+    new_catalog_uri: Callable[[], str],
     store: TableStore,
     clock: Any,
     s3_server: EmbeddedS3,
@@ -405,7 +410,7 @@ def test_gc_keeps_fresh_unregistered_outputs_when_the_commit_clock_runs_far_ahea
         # Another deployment whose clock runs 30 days ahead; restoring its backup
         # here carries its timestamps into this catalog's commit clock.
         source = TableStore.open(
-            f"sqlite:///{tmp_path / 'ahead.db'}",
+            new_catalog_uri(),
             f"s3://{bucket}/ahead",
             s3=s3_server.settings,
             clock=lambda: wall_clock_us() + 30 * D,
@@ -488,11 +493,11 @@ KILLED_WRITER = (
 
 
 def test_temp_files_of_killed_writers_are_swept_from_a_file_warehouse_after_the_grace(
-    tmp_path: Path, clock: Any
+    new_catalog_uri: Callable[[], str], tmp_path: Path, clock: Any
 ) -> None:
     at = Timeline(clock)
     root = tmp_path / "wh"
-    store = TableStore.open(f"sqlite:///{tmp_path / 'c.db'}", f"file://{root}", clock=clock)
+    store = TableStore.open(new_catalog_uri(), f"file://{root}", clock=clock)
     try:
         seed(store, "a", batches=1)
         expected = reads(store, "a")

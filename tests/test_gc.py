@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -655,14 +656,19 @@ def test_sweep_refuses_a_warehouse_prefix_its_catalog_does_not_know(
 
 
 def test_sweep_refuses_a_fresh_catalog_against_a_populated_warehouse(
-    store: TableStore, clock: Any, s3_server: Any, bucket: str, tmp_path: Path
+    new_catalog_uri: Callable[[], str],
+    store: TableStore,
+    clock: Any,
+    s3_server: Any,
+    bucket: str,
+    tmp_path: Path,
 ) -> None:
     at = Timeline(clock)
     seed(store, "a")
     expected = reads(store, "a")
     at(24 * 30)
     before = raw_bucket_keys(s3_server, bucket)
-    uris = (f"sqlite:///{tmp_path / 'fresh.db'}", f"s3://{bucket}/warehouse")
+    uris = (new_catalog_uri(), f"s3://{bucket}/warehouse")
     with pytest.raises(WarehouseOwned, match="--adopt-warehouse"):
         TableStore.open(*uris, s3=s3_server.settings, clock=clock)
     # Even handed the warehouse directly, without the check at open, GC refuses.

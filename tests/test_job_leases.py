@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,9 +48,11 @@ class Source:
 
 
 @pytest.fixture
-def source(s3_server: EmbeddedS3, bucket: str, tmp_path: Path) -> Iterator[Source]:
+def source(
+    new_catalog_uri: Callable[[], str], s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+) -> Iterator[Source]:
     """A tenant whose table has several objects straddling "mon" (rewritten by a restore)."""
-    catalog_uri, warehouse_uri = f"sqlite:///{tmp_path / 'c.db'}", f"s3://{bucket}/wh"
+    catalog_uri, warehouse_uri = new_catalog_uri(), f"s3://{bucket}/wh"
     store = TableStore.open(catalog_uri, warehouse_uri, s3=s3_server.settings)
     name = unique("acme")
     store.create_tenant(name)

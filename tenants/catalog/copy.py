@@ -137,8 +137,7 @@ def _copy_table(src: Tx, dst: Tx, table: str) -> None:
             if key not in OWN_META_KEYS:
                 dst.execute("DELETE FROM meta WHERE key = ?", (key,))
     for columns, rows in _rows(src, table):
-        placeholders = ", ".join("?" for _ in columns)
-        dst.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows)
+        dst.insert_many(table, columns, rows)
 
 
 def _digest(tx: Tx, table: str) -> tuple[int, int]:

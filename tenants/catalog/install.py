@@ -89,7 +89,6 @@ def install_reused_members(
     )
 
 
-
 def installed_tenant(tx: Tx, tenant_id: str) -> Row | None:
     """``id``, ``name``, ``state`` of the tenant if it exists outside staging: a
     job whose new tenant this finds has installed it."""

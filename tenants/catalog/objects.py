@@ -38,10 +38,13 @@ LIVE_MEMBERS = (
 )
 
 
+OBJECT_COLUMNS = (
+    "id", "object_key", "kind", "fingerprint", "row_count", "byte_size", "min_ts", "max_ts",
+    "min_pk", "max_pk", "sorted", "checksum", "created_ts",
+)  # fmt: skip
 _INSERT_OBJECT = (
-    "INSERT INTO objects (id, object_key, kind, fingerprint, row_count, byte_size, min_ts, "
-    "max_ts, min_pk, max_pk, sorted, checksum, created_ts) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO objects ({', '.join(OBJECT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in OBJECT_COLUMNS)})"
 )
 
 
@@ -53,10 +56,11 @@ def insert_object(tx: Tx, record: ObjectRecord) -> None:
 def insert_members(tx: Tx, members: Sequence[tuple[str, ObjectRecord]], ts: int) -> None:
     """Register many objects and make each a live member of its table from ``ts``
     (``(table_id, record)`` pairs): one batched statement each, not one per row."""
-    tx.executemany(_INSERT_OBJECT, [_object_values(record) for _, record in members])
-    tx.executemany(
-        "INSERT INTO membership (table_id, object_id, added_ts) VALUES (?, ?, ?)",
-        [(table_id, record.id, ts) for table_id, record in members],
+    tx.insert_many("objects", OBJECT_COLUMNS, (_object_values(r) for _, r in members))
+    tx.insert_many(
+        "membership",
+        ("table_id", "object_id", "added_ts"),
+        ((table_id, record.id, ts) for table_id, record in members),
     )
 
 

@@ -87,6 +87,12 @@ class PostgresTx(Tx):
         row = self._conn.execute(to_pyformat(sql), tuple(params)).fetchone()
         return None if row is None else row[0]
 
+    def insert_many(self, table: str, columns: Any, rows: Any) -> None:
+        with self._conn.cursor() as cursor:
+            with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(tuple(row))
+
     def batches(
         self, sql: str, params: Any = (), size: int = 10_000
     ) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
@@ -133,7 +139,17 @@ class PostgresDialect(Dialect):
         return bool(conn.broken or conn.closed)
 
     def schema_exists(self, tx: Tx) -> bool:
-        return bool(tx.scalar("SELECT to_regclass('meta') IS NOT NULL"))
+        # A scan of pg_tables, not to_regclass: name lookups go through the
+        # backend's catalog caches, which a migration step waiting on the
+        # advisory lock does not refresh, so it would miss the ``meta`` another
+        # process created meanwhile and run step 1 again (DuplicateTable). A
+        # scan reads with the statement's fresh READ COMMITTED snapshot.
+        return bool(
+            tx.scalar(
+                "SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema() "
+                "AND tablename = 'meta'"
+            )
+        )
 
     def unique_violation(self, error: BaseException) -> bool:
         return isinstance(error, psycopg.errors.UniqueViolation)  # SQLSTATE 23505

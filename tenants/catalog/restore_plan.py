@@ -18,7 +18,6 @@ from tenants.catalog.objects import LIVE_MEMBERS, RECORD_COLUMNS
 ACTION_AT = "CASE WHEN o.max_ts <= ? THEN 'reuse' WHEN o.min_ts > ? THEN 'skip' ELSE 'rewrite' END"
 
 
-
 def plan_table_rows(tx: Tx, tenant_id: str, at_ts: int, oldest_needed: int) -> list[Row]:
     """The tenant's tables created by ``at_ts`` and not dropped by ``oldest_needed``
     (the oldest snapshot a restore carries), each ``tables`` row with

@@ -49,6 +49,7 @@ def insert_snapshot(
             (tenant_id, name, ts, kind, created_ts, expires_at),
         )
 
+
 def insert_snapshots(tx: Tx, rows: Sequence[tuple[str, str, int, str, int, int | None]]) -> None:
     """Carried snapshots as (tenant_id, name, ts, kind, created_ts, expires_at) tuples."""
     tx.executemany(
@@ -56,7 +57,6 @@ def insert_snapshots(tx: Tx, rows: Sequence[tuple[str, str, int, str, int, int |
         "VALUES (?, ?, ?, ?, ?, ?)",
         rows,
     )
-
 
 
 def snapshot_rows(tx: Tx, tenant_id: str) -> list[Row]:
