@@ -55,26 +55,8 @@ def write_object(
     which makes a retried task overwrite its own output instead of leaking one.
     """
     rows = sort_by_key_and_ts(rows, primary_key)
-    data, checksum = encode(rows)
-    object_id = object_id or new_id()
-    key = object_key(tenant_id, table_id, kind, object_id)
-    store.put(key, data)
-    stats = row_stats(rows, primary_key, is_sorted=True)
-    return ObjectRecord(
-        id=object_id,
-        key=key,
-        kind=kind,
-        fingerprint=fingerprint,
-        rows=stats.rows,
-        bytes=len(data),
-        min_ts=stats.min_ts,
-        max_ts=stats.max_ts,
-        min_pk=stats.min_pk,
-        max_pk=stats.max_pk,
-        sorted=True,
-        checksum=checksum,
-        created_ts=created_ts,
-    )
+    key = object_key(tenant_id, table_id, kind, object_id := object_id or new_id())
+    return _upload(store, rows, object_id, key, kind, fingerprint, primary_key, created_ts)
 
 
 def write_commit_object(
@@ -94,11 +76,29 @@ def write_commit_object(
     a commit that never lands leaves an orphan GC removes after its grace.
     """
     rows = sort_by_key(rows, primary_key)
+    key = object_key(tenant_id, table_id, kind, object_id := new_id())
+    return _upload(
+        store, rows, object_id, key, kind, fingerprint, primary_key, UNSTAMPED, ts=UNSTAMPED
+    )
+
+
+def _upload(
+    store: ObjectStore,
+    rows: pa.Table,
+    object_id: str,
+    key: str,
+    kind: ObjectKind,
+    fingerprint: str,
+    primary_key: Sequence[str],
+    created_ts: int,
+    *,
+    ts: int | None = None,
+) -> ObjectRecord:
+    """Encode sorted ``rows``, put them at ``key`` and describe them (``ts``: the
+    one ts of rows without a ts column)."""
     data, checksum = encode(rows)
-    object_id = new_id()
-    key = object_key(tenant_id, table_id, kind, object_id)
     store.put(key, data)
-    stats = row_stats(rows, primary_key, is_sorted=True, ts=UNSTAMPED)
+    stats = row_stats(rows, primary_key, is_sorted=True, ts=ts)
     return ObjectRecord(
         id=object_id,
         key=key,
@@ -106,13 +106,13 @@ def write_commit_object(
         fingerprint=fingerprint,
         rows=stats.rows,
         bytes=len(data),
-        min_ts=UNSTAMPED,
-        max_ts=UNSTAMPED,
+        min_ts=stats.min_ts,
+        max_ts=stats.max_ts,
         min_pk=stats.min_pk,
         max_pk=stats.max_pk,
         sorted=True,
         checksum=checksum,
-        created_ts=UNSTAMPED,
+        created_ts=created_ts,
     )
 
 
