@@ -40,6 +40,9 @@ def parse_time_of_day(text: str) -> int:
     return (hours * 3600 + minutes * 60 + seconds) * US["s"]
 
 
+MAX_PREFIX_CHARS = 64
+
+
 @dataclass(frozen=True)
 class Schedule:
     first_at_us: int
@@ -92,6 +95,11 @@ def set_schedule(
     if not 0 <= first_at_us < US["d"]:
         raise InvalidArgument("the first snapshot time must be a time of day")
     snapshot_name(f"{name_prefix}-20260101T000000Z")
+    if len(name_prefix) > MAX_PREFIX_CHARS:  # the catalog column's size (PostgreSQL enforces it)
+        raise InvalidArgument(
+            f"snapshot name prefix {name_prefix[:20]!r}... has {len(name_prefix)} characters; "
+            f"use at most {MAX_PREFIX_CHARS}"
+        )
     set_ts = wall_now(tx)
     delete_schedule(tx, tenant.id)
     insert_schedule(

@@ -260,6 +260,7 @@ def test_invalid_schedule_strings_are_refused_and_change_nothing(
         ({"retain_age_us": -H}, InvalidArgument, "retain age"),
         ({"name_prefix": "9nightly"}, InvalidName, "invalid snapshot name"),
         ({"name_prefix": "night ly"}, InvalidName, "invalid snapshot name"),
+        ({"name_prefix": "n" * 65}, InvalidArgument, "has 65 characters; use at most 64"),
     ],
     ids=[
         "zero-interval",
@@ -271,6 +272,7 @@ def test_invalid_schedule_strings_are_refused_and_change_nothing(
         "retain-age-negative",
         "prefix-digit-first",
         "prefix-space",
+        "prefix-longer-than-the-catalog-column",
     ],
 )
 def test_invalid_schedule_values_are_refused_and_change_nothing(
