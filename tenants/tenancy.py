@@ -293,6 +293,19 @@ def find_table(tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: i
     return table_from_row(tx, row, as_of)
 
 
+def table_identity(
+    tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: int
+) -> tuple[str, str] | None:
+    """(table id, schema fingerprint) of ``database.table`` at ``as_of``, or None if it
+    did not exist: what a commit's compare-and-set compares, without parsing the schema
+    (half of a small commit's catalog time went to ``TableSchema.from_json``)."""
+    row = _find_table_row(tx, tenant, database, table, as_of)
+    if row is None:
+        return None
+    version = schema_version_row_at(tx, row["id"], as_of)
+    return row["id"], version["fingerprint"] if version is not None else ""
+
+
 def tables_at(tx: Tx, tenant: TenantRecord, as_of: int) -> list[TableRecord]:
     """Every table of the tenant that existed at ``as_of``, by database and name."""
     rows = table_rows_at(tx, tenant.id, as_of)

@@ -55,6 +55,7 @@ from tenants.tenancy import (
     TenantRecord,
     active_tenant,
     find_table,
+    table_identity,
     touch_tenant,
 )
 
@@ -407,8 +408,8 @@ def install_commit(
             "uploaded its rows"
         )
     table = prepared.table
-    current = find_table(tx, tenant_rec, table.database, table.name, ts)
-    if current.id != table.id or current.schema.fingerprint != table.schema.fingerprint:
+    current = table_identity(tx, tenant_rec, table.database, table.name, ts)
+    if current != (table.id, table.schema.fingerprint):
         raise ConcurrentModification(
             f"table {prepared.where} ({table.id}) was dropped, recreated or altered while a "
             "commit uploaded its rows"
