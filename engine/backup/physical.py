@@ -21,14 +21,10 @@ import pyarrow.compute as pc
 
 from engine.backup.destination import backup_root, read_manifest
 from engine.logical.reload import discard_staging
+from engine.restore.install import create_tables
 from engine.restore.members import live_members
 from engine.restore.plan import RestorePlan, plan_in
 from tenants.catalog import Tx
-from tenants.catalog.install import (
-    insert_database,
-    insert_schema_versions,
-    insert_table,
-)
 from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.staging import (
     activate_restored_tenant,
@@ -288,32 +284,8 @@ def _install(
             f"restoring backup {backup_id} as {name!r}: its staging tenant {tenant_id} was "
             "discarded meanwhile (another restore of the same backup?); restore again"
         )
-    db_ids = {db: new_id() for db in plan.databases}
-    for db, (_, created) in plan.databases.items():
-        insert_database(tx, db_ids[db], tenant_id, db, created)
+    create_tables(tx, plan, tenant_id, {db: new_id() for db in plan.databases})
     for table in plan.tables:
-        insert_table(
-            tx,
-            table_id=table.new_table_id,
-            tenant_id=tenant_id,
-            database_id=db_ids[table.database],
-            name=table.name,
-            created_ts=table.created_ts,
-            dropped_ts=table.dropped_ts,
-        )
-        insert_schema_versions(
-            tx,
-            [
-                (
-                    table.new_table_id,
-                    v.valid_from_ts,
-                    v.columns_json,
-                    v.primary_key_json,
-                    v.fingerprint,
-                )
-                for v in table.schema_versions
-            ],
-        )
         for record in installed.get(table.new_table_id, []):
             insert_object(tx, replace(record, created_ts=ts))
             add_member(tx, table.new_table_id, record.id, ts)

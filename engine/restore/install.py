@@ -11,7 +11,7 @@ the commit, a write addressed to the retired tenant id fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from engine.restore.journal import transition
@@ -71,7 +71,9 @@ def install(
                 "cancel the job and restore --to another name"
             )
         _create_tenant(tx, plan, ts)
-        _create_tables(tx, plan)
+        create_tables(
+            tx, plan, plan.new_tenant_id, {name: db for name, (db, _) in plan.databases.items()}
+        )
         _install_objects(tx, plan, results, ts)
         _carry_settings(tx, plan, ts)
         release_pins(tx, plan.job_id)
@@ -92,15 +94,20 @@ def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:
     )
 
 
-def _create_tables(tx: Tx, plan: RestorePlan) -> None:
-    for name, (db_id, created_ts) in plan.databases.items():
-        insert_database(tx, db_id, plan.new_tenant_id, name, created_ts)
+def create_tables(
+    tx: Tx, plan: RestorePlan, tenant_id: str, database_ids: Mapping[str, str]
+) -> None:
+    """The plan's databases (under ``database_ids``, by name), tables and schema
+    versions, in ``tenant_id``: a restore's install, and a physical backup's
+    (which mints fresh database ids, the plan's being the source deployment's)."""
+    for name, (_, created_ts) in plan.databases.items():
+        insert_database(tx, database_ids[name], tenant_id, name, created_ts)
     for table in plan.tables:
         insert_table(
             tx,
             table_id=table.new_table_id,
-            tenant_id=plan.new_tenant_id,
-            database_id=plan.databases[table.database][0],
+            tenant_id=tenant_id,
+            database_id=database_ids[table.database],
             name=table.name,
             created_ts=table.created_ts,
             dropped_ts=table.dropped_ts,
