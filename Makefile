@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 
-.PHONY: demo test test-deep bench bench-quick lint java clean
+.PHONY: demo test test-deep bench bench-quick lint java clean dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +34,13 @@ bench: $(STAMP) java
 bench-quick: $(STAMP) java
 	$(PY) -m benchmarks.run_all --quick
 
+# The zip a Spark job ships to its executors (docs/cluster.md).
+dist: $(STAMP)
+	$(VENV)/bin/rewind spark package --out dist
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tenants engine tests benchmarks
 	$(VENV)/bin/mypy tenants engine
 
 clean:
-	rm -rf $(VENV) .rewind .pytest_cache .hypothesis benchmarks/results/*.json
+	rm -rf $(VENV) dist .rewind .pytest_cache .hypothesis benchmarks/results/*.json

@@ -1,1 +1,5 @@
 """The table store Rewind protects: catalog, objects, writes, MVCC reads, compaction."""
+
+# The one place the version is written; pyproject.toml reads it from here, and a
+# Spark worker compares it with the driver's (tenants.spark_probe).
+__version__ = "0.1.0"

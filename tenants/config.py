@@ -19,47 +19,111 @@ from tenants.errors import InvalidArgument
 DEFAULT_HOME = ".rewind"
 
 
+SECRET_FIELDS = ("access_key_id", "secret_access_key", "session_token")
+BACKUP_ENV_PREFIX = "REWIND_BACKUP_"
+
+
 @dataclass(frozen=True)
 class S3Settings:
-    """Endpoint and credentials; ``None`` fields fall back to the AWS chain."""
+    """Endpoint, region and credentials; ``None`` fields fall back to the AWS chain.
+
+    Credentials never travel: pickling drops them (a Spark task carries the
+    endpoint and region only), and a process that unpickles the settings takes
+    its credentials from its own chain (environment incl. ``AWS_SESSION_TOKEN``,
+    ``profile`` or ``AWS_PROFILE``, instance or container role). They are never
+    in ``repr``, so never in a log line.
+    """
 
     endpoint_url: str | None = None
     region: str = "us-east-1"
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    profile: str | None = None
 
     @classmethod
-    def from_env(cls) -> S3Settings:
+    def from_env(cls, prefix: str = "") -> S3Settings:
+        """The standard AWS variables (``prefix`` + ``AWS_...``)."""
+
+        def get(name: str) -> str | None:
+            return os.environ.get(prefix + name) or None
+
         return cls(
-            endpoint_url=os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL"),
-            region=os.environ.get("AWS_REGION")
-            or os.environ.get("AWS_DEFAULT_REGION")
-            or "us-east-1",
-            access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
-            secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            endpoint_url=get("AWS_ENDPOINT_URL_S3") or get("AWS_ENDPOINT_URL"),
+            region=get("AWS_REGION") or get("AWS_DEFAULT_REGION") or "us-east-1",
+            access_key_id=get("AWS_ACCESS_KEY_ID"),
+            secret_access_key=get("AWS_SECRET_ACCESS_KEY"),
+            session_token=get("AWS_SESSION_TOKEN"),
+            profile=get("AWS_PROFILE") if prefix else None,
         )
 
+    @classmethod
+    def for_backup(cls) -> S3Settings:
+        """A backup destination's own settings: the ``REWIND_BACKUP_AWS_*`` variables
+        (``REWIND_BACKUP_AWS_PROFILE``, ``..._ENDPOINT_URL``, ``..._ACCESS_KEY_ID``,
+        ...) when any is set, so a destination in another account or on another
+        endpoint needs no change to the warehouse's; otherwise the warehouse's chain."""
+        if any(k.startswith(BACKUP_ENV_PREFIX + "AWS_") for k in os.environ):
+            return cls.from_env(BACKUP_ENV_PREFIX)
+        return cls.from_env()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in SECRET_FIELDS}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in SECRET_FIELDS:
+            object.__setattr__(self, name, None)
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    def _explicit_keys(self) -> bool:
+        return bool(self.access_key_id and self.secret_access_key)
+
+    def boto3_session(self) -> Any:
+        """A boto3 session on ``profile`` (or the default chain)."""
+        import boto3
+
+        return boto3.Session(profile_name=self.profile) if self.profile else boto3.Session()
+
     def to_boto3(self) -> dict[str, Any]:
-        """Keyword arguments for ``boto3.client("s3", ...)``."""
+        """Keyword arguments for ``boto3_session().client("s3", ...)``."""
         kwargs: dict[str, Any] = {"region_name": self.region}
         if self.endpoint_url:
             kwargs["endpoint_url"] = self.endpoint_url
-        if self.access_key_id and self.secret_access_key:
+        if self._explicit_keys():
             kwargs["aws_access_key_id"] = self.access_key_id
             kwargs["aws_secret_access_key"] = self.secret_access_key
+            if self.session_token:
+                kwargs["aws_session_token"] = self.session_token
         return kwargs
 
     def to_pyarrow_fs(self) -> dict[str, Any]:
-        """Keyword arguments for ``pyarrow.fs.S3FileSystem``."""
+        """Keyword arguments for ``pyarrow.fs.S3FileSystem``.
+
+        pyarrow's own AWS chain does not know a profile named here, so with a
+        ``profile`` the credentials are resolved once through boto3 (a job that
+        outlives temporary credentials opens a new store)."""
         kwargs: dict[str, Any] = {"region": self.region}
-        if self.endpoint_url:
-            parsed = urlparse(self.endpoint_url)
-            kwargs["endpoint_override"] = parsed.netloc or self.endpoint_url
+        endpoint = self.endpoint_url
+        if self.profile and not self._explicit_keys():
+            session = self.boto3_session()
+            endpoint = endpoint or session.client("s3").meta.endpoint_url
+            credentials = session.get_credentials()
+            if credentials is not None:
+                frozen = credentials.get_frozen_credentials()
+                kwargs["access_key"] = frozen.access_key
+                kwargs["secret_key"] = frozen.secret_key
+                if frozen.token:
+                    kwargs["session_token"] = frozen.token
+        if endpoint:
+            parsed = urlparse(endpoint)
+            kwargs["endpoint_override"] = parsed.netloc or endpoint
             kwargs["scheme"] = parsed.scheme or "https"
-        if self.access_key_id and self.secret_access_key:
+        if self._explicit_keys():
             kwargs["access_key"] = self.access_key_id
             kwargs["secret_key"] = self.secret_access_key
+            if self.session_token:
+                kwargs["session_token"] = self.session_token
         return kwargs
 
 

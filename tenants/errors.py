@@ -100,3 +100,13 @@ class ForeignWarehouse(RewindError):
 
 class WarehouseOwned(ForeignWarehouse):
     """The warehouse's owner marker names another catalog."""
+
+
+class ClusterMisconfigured(RewindError):
+    """A Spark worker cannot run Rewind's tasks: a missing module, another build of
+    Rewind than the driver's, a Python that does not start."""
+
+
+class TaskFailed(RewindError):
+    """A Spark task failed for a reason that is not one of Rewind's own errors;
+    the message names the job, the worker and the task's exception."""

@@ -9,8 +9,8 @@ exactly :func:`tenants.mvcc.resolve`, distributed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +21,9 @@ from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.reads import ReadPlan
 from tenants.schema import TS, TableSchema
+
+if TYPE_CHECKING:
+    from tenants.store import TableStore
 
 
 def _events_schema(schema: TableSchema) -> pa.Schema:
@@ -49,34 +52,98 @@ def _event_batches(
         yield from table.to_batches()
 
 
-def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> Any:
-    """A Spark DataFrame of the visible rows at the plan's time (unsorted)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from tenants.spark_session import get_spark
-
-    spark = spark or get_spark()
-    schema = plan.table.schema
-    as_of = plan.as_of
-    records = list(plan.objects)
-    events_schema = _events_schema(schema)
-    by_index = {i: r for i, r in enumerate(records)}
-    slices = max(1, min(len(records), spark.sparkContext.defaultParallelism * 2))
-    tasks = spark.createDataFrame([(i,) for i in range(len(records))], "i long").repartition(slices)
+def read_function(
+    store: ObjectStore, schema: TableSchema, as_of: int, records: list[ObjectRecord]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """What each Spark read task runs (``mapInArrow``): the events of its objects.
+    The closure holds the store, which pickles without credentials."""
+    by_index = dict(enumerate(records))
 
     def read_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             mine = [by_index[i] for i in batch.column(0).to_pylist()]
             yield from _event_batches(store, schema, as_of, mine)
 
-    events = tasks.mapInArrow(read_task, from_arrow_schema(events_schema))
+    return read_task
+
+
+def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> Any:
+    """A Spark DataFrame of the visible rows at the plan's time (unsorted)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from tenants.spark_session import get_spark, prepare
+
+    if spark is None:
+        spark = get_spark()
+    else:
+        prepare(spark)  # a caller's session: ship the code to its cluster, once
+    schema = plan.table.schema
+    as_of = plan.as_of
+    records = list(plan.objects)
+    events_schema = _events_schema(schema)
+    slices = max(1, min(len(records), spark.sparkContext.defaultParallelism * 2))
+    tasks = spark.createDataFrame([(i,) for i in range(len(records))], "i long").repartition(slices)
+
+    events = tasks.mapInArrow(
+        read_function(store, schema, as_of, records), from_arrow_schema(events_schema)
+    )
     window = Window.partitionBy(*schema.primary_key).orderBy(
         F.col(TS).desc(), F.col(IS_DATA).desc()
     )
     newest = events.withColumn("__rank", F.row_number().over(window)).where("__rank = 1")
     return newest.where(F.col(IS_DATA)).select(*schema.names)
+
+
+def read_as_of(
+    spark: Any,
+    tenant: str,
+    table: str,
+    *,
+    snapshot: str | None = None,
+    ts: int | str | None = None,
+    store: TableStore | None = None,
+) -> Any:
+    """The visible rows of ``table`` (``"db.table"``) at a snapshot or time, as a
+    Spark DataFrame of the table's columns as of then.
+
+    The MVCC rules run in the executors: each task reads its objects and keeps
+    events at or before the time; a window per primary key keeps the newest
+    (the data version wins a tie with a tombstone). Nothing is collected to the
+    driver. The DataFrame is lazy and its objects are not pinned: evaluate it
+    within GC's grace period (24 h by default), or restore the table first.
+
+    Args:
+        spark: the session to run on (its master decides where; on a cluster
+            Rewind's code is shipped with the first job).
+        tenant: tenant name (or ``name@id``).
+        table: ``database.table``.
+        snapshot: a snapshot name (searched through the tenant's lineage), or
+        ts: a protected time: a ts in µs or an ISO-8601 instant. Neither: now.
+        store: the table store; default ``TableStore.open()`` from
+            ``REWIND_CATALOG`` and ``REWIND_WAREHOUSE``.
+
+    Raises:
+        InvalidArgument: both ``snapshot`` and ``ts``.
+        InvalidName: ``table`` is not ``database.table``.
+        NotFound, UnprotectedTime: as for any read.
+    """
+    from tenants.errors import InvalidArgument
+    from tenants.names import qualified_table
+    from tenants.store import TableStore
+
+    if snapshot is not None and ts is not None:
+        raise InvalidArgument("read_as_of takes a snapshot or a ts, not both")
+    database, name = qualified_table(table)
+    owned = store is None
+    store = store or TableStore.open()
+    try:
+        plan = store.plan_read(tenant, database, name, snapshot if snapshot is not None else ts)
+        return spark_dataframe(store.objects, plan, spark)
+    finally:
+        if owned:
+            store.close()
 
 
 def read_spark(store: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> pa.Table:

@@ -192,8 +192,13 @@ def rewind(uris: tuple[str, str]) -> Callable[..., Any]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """The one local Spark session of this test run."""
+def spark(s3_server: EmbeddedS3) -> Iterator[Any]:
+    """The one local Spark session of this test run.
+
+    It starts after the S3 server has exported its credentials: Spark's Python
+    workers take them from the environment the JVM was started with, never
+    from the pickled store (docs/cluster.md).
+    """
     from tenants.spark_session import get_spark
 
     session = get_spark(master="local[2]", for_tests=True)

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tenants.config import S3Settings
 from tenants.errors import AlreadyExists, CorruptObject, NotFound, ObjectMissing
 from tenants.objectstore import ObjectStore, open_object_store
 
@@ -39,9 +40,14 @@ class BackupEntry:
     problem: str | None = None
 
 
-def open_destination(uri: str, *, create: bool) -> ObjectStore:
-    """The store at ``uri``; with ``create``, claim an empty one with the marker."""
-    dest = open_object_store(uri, what="backup destination")
+def open_destination(uri: str, *, create: bool, s3: S3Settings | None = None) -> ObjectStore:
+    """The store at ``uri``; with ``create``, claim an empty one with the marker.
+
+    An ``s3://`` destination reaches S3 with ``s3``, by default its own settings
+    (``REWIND_BACKUP_AWS_*``: another account, profile or endpoint than the
+    warehouse's), else the warehouse's chain.
+    """
+    dest = open_object_store(uri, s3 or S3Settings.for_backup(), what="backup destination")
     keys = [info.key for info in _first_keys(dest)]
     if MARKER in keys or _has_marker(dest):
         return dest

@@ -27,11 +27,13 @@ from engine.cli import (
     render,
     restore_cmds,
     snapshot_cmds,
+    spark_cmds,
     table_cmds,
     tenant_cmds,
 )
 from engine.cli.context import CliState
 from tenants.errors import RewindError
+from tenants.spark_session import request_master
 
 EXIT_ERROR = 1
 
@@ -72,6 +74,7 @@ app.add_typer(table_cmds.app, name="table")
 app.add_typer(snapshot_cmds.app, name="snapshot")
 app.add_typer(pitr_cmds.app, name="pitr")
 app.add_typer(catalog_cmds.app, name="catalog")
+app.add_typer(spark_cmds.app, name="spark")
 data_cmds.register(app)
 ddl_cmds.register(app)
 restore_cmds.register(app)
@@ -110,6 +113,17 @@ def root(
             "objects.",
         ),
     ] = False,
+    spark_master: Annotated[
+        str | None,
+        typer.Option(
+            "--spark-master",
+            metavar="URL",
+            help="Spark master for Spark work (local[N], spark://host:port, yarn, k8s://...). "
+            "Default: spark-submit's master, else $SPARK_MASTER, else local[2]. With a cluster "
+            "master, --executor auto picks Spark.",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show the traceback of an error.")
     ] = False,
@@ -118,6 +132,7 @@ def root(
     ] = False,
 ) -> None:
     """Rewind: a multi-tenant table store on S3, with point-in-time reads."""
+    request_master(spark_master)
     state = CliState(
         catalog, warehouse, verbose=verbose, json=json_output, adopt_warehouse=adopt_warehouse
     )

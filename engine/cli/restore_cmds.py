@@ -29,7 +29,7 @@ from engine.cli.restore_render import (
     plan_json,
     plan_table,
 )
-from engine.executors import choose_executor
+from engine.executors.base import check_executor, decide_executor
 from engine.restore.history import history as load_history
 from engine.restore.job import (
     RestoreOutcome,
@@ -101,7 +101,7 @@ def restore_tenant_cmd(
     if to is not None:
         tenant_name(to)
     check_level(verify)
-    choose_executor(executor, 0)  # validates the name before any I/O
+    check_executor(executor)  # before any I/O
     store = state.store()
     if cancel or resume:
         if snapshot or at or to or dry_run:
@@ -122,12 +122,14 @@ def restore_tenant_cmd(
         point = instant_arg("--at", at)
     if dry_run:
         plan = plan_restore(store.catalog, tenant, point, to=to)
-        chosen = choose_executor(executor, plan.totals()["rewrite"][1]).name
+        chosen = decide_executor(executor, plan.totals()["rewrite"][1])
         how, why = choose_method(method, plan)
         if as_json:
-            render.emit_json(plan_json(plan, chosen) | {"method": how, "method_reason": why})
+            render.emit_json(
+                plan_json(plan, chosen.name, chosen.reason) | {"method": how, "method_reason": why}
+            )
         else:
-            render.show(plan_table(plan, chosen))
+            render.show(plan_table(plan, chosen.name, chosen.reason))
             render.say(f"method {why}")
             render.say("dry run: nothing was changed")
         return
@@ -173,7 +175,7 @@ def _print_outcome(outcome: RestoreOutcome, as_json: bool) -> None:
     if as_json:
         render.emit_json(outcome_json(outcome))
         return
-    render.show(plan_table(outcome.plan, outcome.executor))
+    render.show(plan_table(outcome.plan, outcome.executor, outcome.executor_reason))
     for line in outcome_lines(outcome):
         render.say(line)
 

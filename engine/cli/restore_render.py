@@ -22,7 +22,7 @@ def human_bytes(n: int) -> str:
     return str(n)
 
 
-def plan_table(plan: RestorePlan, executor: str) -> Table:
+def plan_table(plan: RestorePlan, executor: str, reason: str = "") -> Table:
     where = (
         f"into {plan.target_name!r} in place"
         if plan.mode == "in_place"
@@ -31,7 +31,9 @@ def plan_table(plan: RestorePlan, executor: str) -> Table:
     table = Table(
         title=f"restore plan {plan.job_id}: {plan.source.ref} to {plan.at_label} "
         f"(ts {plan.at_ts}, {format_ts(plan.at_ts)}) {where}",
-        caption=f"method physical, executor {executor}, "
+        caption=f"method physical, executor {executor}"
+        + (f" ({reason})" if reason else "")
+        + ", "
         f"{len(plan.tasks)} rewrite task(s), {len(plan.snapshots)} snapshot(s) carried",
     )
     table.add_column("table")
@@ -56,7 +58,7 @@ def plan_table(plan: RestorePlan, executor: str) -> Table:
     return table
 
 
-def plan_json(plan: RestorePlan, executor: str) -> dict[str, Any]:
+def plan_json(plan: RestorePlan, executor: str, reason: str = "") -> dict[str, Any]:
     return {
         "job_id": plan.job_id,
         "source": plan.source.ref,
@@ -64,6 +66,7 @@ def plan_json(plan: RestorePlan, executor: str) -> dict[str, Any]:
         "mode": plan.mode,
         "method": "physical",
         "executor": executor,
+        "executor_reason": reason,
         "at": {"label": plan.at_label, "ts": plan.at_ts, "iso": format_ts(plan.at_ts)},
         "totals": {a: {"objects": c, "bytes": b} for a, (c, b) in plan.totals().items()},
         "tables": [
@@ -90,6 +93,7 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
         else f"{outcome.plan.target_name}@{outcome.plan.replaced_tenant_id}",
         "method": outcome.method,
         "executor": outcome.executor,
+        "executor_reason": outcome.executor_reason,
         "rewritten_objects": outcome.rewritten,
         "bytes_written": outcome.bytes_written,
         "bytes_reused": totals["reuse"][1],

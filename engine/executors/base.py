@@ -1,18 +1,20 @@
 """The executor seam: run rewrite tasks, report each result as it completes.
 
-``auto`` picks Spark when a cluster master is configured (``SPARK_MASTER`` or
-spark-submit), else the local executor. Measured here (benchmarks/README.md,
-bench_restore): on one 2-core machine local Spark lost to two local threads at
-every rewrite size from 1 MB to 168 MB (10x slower at 1 MB, 1.2-1.7x at 168 MB,
-no crossover in the fitted per-byte costs), plus ~13 s to start. So without a
-cluster no byte threshold pays for Spark; ``AUTO_SPARK_BYTES`` only guards
-very large single-machine jobs, where memory, not speed, argues for Spark.
+``auto`` follows the effective Spark master (:func:`tenants.spark_session.
+effective_master`: spark-submit's, ``--spark-master``, ``SPARK_MASTER``): a
+cluster master means Spark, a local one means the local executor. Measured
+(benchmarks/README.md, bench_restore and bench_cluster): on one 2-core machine
+local Spark lost to two local threads at every rewrite size, plus seconds to
+start, so without a cluster no byte threshold pays for Spark;
+``AUTO_SPARK_BYTES`` only guards very large single-machine jobs, where memory,
+not speed, argues for Spark. The choice carries its reason, which the plan
+output prints.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from engine.restore.plan import RewriteTask
@@ -21,6 +23,7 @@ from tenants.errors import InvalidArgument
 from tenants.objectstore import ObjectStore
 
 ExecutorName = Literal["local", "spark", "auto"]
+EXECUTORS: tuple[str, ...] = ("local", "spark", "auto")
 OnResult = Callable[[RewriteResult], None]
 AUTO_SPARK_BYTES = 64 * 1024**3
 
@@ -33,19 +36,58 @@ class RewriteExecutor(Protocol):
     ) -> list[RewriteResult]: ...
 
 
-def choose_executor(name: str, rewrite_bytes: int) -> RewriteExecutor:
-    """The executor called ``name``; ``auto`` decides from the work and the cluster."""
-    if name == "auto":
-        cluster = bool(os.environ.get("SPARK_MASTER")) or "spark.master" in os.environ.get(
-            "PYSPARK_SUBMIT_ARGS", ""
-        )
-        name = "spark" if cluster or rewrite_bytes >= AUTO_SPARK_BYTES else "local"
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Which executor a job uses, and why (printed with the plan)."""
+
+    name: Literal["local", "spark"]
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.reason})"
+
+
+def check_executor(name: str) -> str:
+    if name not in EXECUTORS:
+        raise InvalidArgument(f"unknown executor {name!r}: use local, spark or auto")
+    return name
+
+
+def decide_executor(name: str, rewrite_bytes: int) -> ExecutorChoice:
+    """``name`` if it is ``local`` or ``spark``; for ``auto``, the choice the
+    effective master and the work call for. Starts no Spark session."""
+    check_executor(name)
     if name == "local":
+        return ExecutorChoice("local", "asked for")
+    from tenants.spark_session import effective_master
+
+    master = effective_master()
+    if name == "spark":
+        return ExecutorChoice("spark", f"asked for; {master.describe()}")
+    if master.is_cluster:
+        return ExecutorChoice("spark", f"auto: {master.describe()} is a cluster")
+    if rewrite_bytes >= AUTO_SPARK_BYTES:
+        return ExecutorChoice(
+            "spark",
+            f"auto: {rewrite_bytes / 1024**3:.0f} GiB to rewrite is past one machine's "
+            f"{AUTO_SPARK_BYTES // 1024**3} GiB; {master.describe()}",
+        )
+    return ExecutorChoice(
+        "local",
+        f"auto: {master.describe()} is this machine, where threads beat local Spark",
+    )
+
+
+def executor_for(choice: ExecutorChoice) -> RewriteExecutor:
+    if choice.name == "local":
         from engine.executors.local import LocalExecutor
 
         return LocalExecutor()
-    if name == "spark":
-        from engine.executors.spark import SparkExecutor
+    from engine.executors.spark import SparkExecutor
 
-        return SparkExecutor()
-    raise InvalidArgument(f"unknown executor {name!r}: use local, spark or auto")
+    return SparkExecutor()
+
+
+def choose_executor(name: str, rewrite_bytes: int) -> RewriteExecutor:
+    """The executor called ``name``; ``auto`` decides from the work and the master."""
+    return executor_for(decide_executor(name, rewrite_bytes))

@@ -2,7 +2,9 @@
 
 Tasks are packed into byte-balanced groups (largest first onto the lightest
 group), one group per partition. Each Spark task reads and writes S3 through
-pyarrow with the pickled object store, so no Hadoop S3 connector is needed.
+pyarrow with the pickled object store, so no Hadoop S3 connector is needed; the
+store pickles its endpoint and region but never credentials, which each
+executor takes from its own AWS chain (docs/cluster.md).
 Results stream back to the driver (``toLocalIterator``) and are journaled as
 they arrive, so a crash loses at most the groups still in flight.
 """
@@ -11,8 +13,7 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -21,10 +22,9 @@ import pyarrow as pa
 from engine.executors.base import OnResult
 from engine.restore.plan import RewriteTask
 from engine.restore.rewrite import RewriteResult, run_task
-from tenants import errors
-from tenants.errors import RewindError, StorageError
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
+from tenants.spark_errors import translate_task_error
 
 RESULT_SCHEMA = "task_id string, result string"
 
@@ -47,6 +47,25 @@ def _task_from_json(text: str) -> RewriteTask:
     )
 
 
+def task_function(store: ObjectStore) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """What each Spark task runs: the function ``mapInArrow`` pickles and ships.
+
+    Its closure holds the store, whose settings pickle without credentials; the
+    executor's own AWS chain supplies them (tests check the pickled bytes).
+    """
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for text in batch.column(0).to_pylist():
+                for raw in json.loads(text):
+                    result = run_task(store, _task_from_json(json.dumps(raw)))
+                    yield pa.RecordBatch.from_pydict(
+                        {"task_id": [result.task_id], "result": [result.to_json()]}
+                    )
+
+    return run
+
+
 class SparkExecutor:
     name = "spark"
 
@@ -59,50 +78,20 @@ class SparkExecutor:
     ) -> list[RewriteResult]:
         if not tasks:
             return []
-        from tenants.spark_session import get_spark
+        from tenants.spark_session import get_spark, prepare
 
         spark: Any = self._spark or get_spark()
+        prepare(spark)
         parallelism = spark.sparkContext.defaultParallelism
         groups = balance(tasks, parallelism * self.tasks_per_core)
         payload = [(json.dumps([asdict(t) for t in group]),) for group in groups]
         frame = spark.sparkContext.parallelize(payload, len(payload)).toDF("tasks string")
-
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                for text in batch.column(0).to_pylist():
-                    for raw in json.loads(text):
-                        task = _task_from_json(json.dumps(raw))
-                        result = run_task(store, task)
-                        yield pa.RecordBatch.from_pydict(
-                            {"task_id": [result.task_id], "result": [result.to_json()]}
-                        )
-
         results = []
         try:
-            for row in frame.mapInArrow(run, RESULT_SCHEMA).toLocalIterator():
+            for row in frame.mapInArrow(task_function(store), RESULT_SCHEMA).toLocalIterator():
                 result = RewriteResult.from_json(row["result"])
                 on_result(result)
                 results.append(result)
         except Exception as e:
-            raise translate_task_error(e) from e
+            raise translate_task_error(e, f"restore job {tasks[0].job_id}") from e
         return results
-
-
-_TASK_ERROR = re.compile(r"tenants\.errors\.(\w+): ([^\n]*)")
-
-
-def translate_task_error(error: Exception) -> Exception:
-    """Re-raise a Rewind error that a Spark task raised as its own class.
-
-    Spark hands task failures to the driver as Java exceptions carrying the
-    Python traceback text; the last Rewind error named there is the cause.
-    """
-    if isinstance(error, RewindError):
-        return error
-    matches = _TASK_ERROR.findall(str(error))
-    if matches:
-        name, message = matches[-1]
-        cls = getattr(errors, name, None)
-        if isinstance(cls, type) and issubclass(cls, RewindError):
-            return cls(message)
-    return StorageError(f"a Spark rewrite task failed: {str(error).splitlines()[0][:500]}")

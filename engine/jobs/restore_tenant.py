@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from engine.cli.app import main as cli_main
 
-GLOBAL_WITH_VALUE = ("--catalog", "--warehouse")
+GLOBAL_WITH_VALUE = ("--catalog", "--warehouse", "--spark-master")
 GLOBAL_FLAGS = ("--verbose", "-v")
 
 

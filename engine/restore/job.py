@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from engine.executors import choose_executor
+from engine.executors.base import decide_executor, executor_for
 from engine.restore.cancel import AlreadyInstalled as AlreadyInstalled
 from engine.restore.cancel import RestoreCancelled, cancel_now, staging_root
 from engine.restore.cancel import cancel_restore as cancel_restore
@@ -73,6 +73,7 @@ class RestoreOutcome:
     tables_compared: int
     seconds: dict[str, float] = field(default_factory=dict)
     method: str = "physical"
+    executor_reason: str = ""  # why this executor (the plan output prints it)
 
 
 def restore_tenant(
@@ -104,13 +105,13 @@ def restore_tenant(
         plan = plan_restore(store.catalog, tenant, point, to=to)
         planned = time.perf_counter() - started
         chosen, _ = choose_method(method, plan)
-        executor_name = choose_executor(executor, plan.totals()["rewrite"][1]).name
+        choice = decide_executor(executor, plan.totals()["rewrite"][1])
         lease = JobLease(store.catalog, plan.job_id)
         try:
             job = start_job(
                 store.catalog,
                 plan,
-                executor=executor_name,
+                executor=choice.name,
                 verify=verify,
                 method=chosen,
                 lease=(lease.holder, lease.expiry_us()),
@@ -133,7 +134,8 @@ def restore_tenant(
         plan.totals(),
     )
     lease.begin()
-    return _run(store, job, lease, progress, {"plan": planned})
+    outcome = _run(store, job, lease, progress, {"plan": planned})
+    return replace(outcome, executor_reason=choice.reason)
 
 
 def resume_restore(
@@ -158,7 +160,8 @@ def resume_restore(
     if job.state in ("done", "cancelled"):
         lease.close()
         raise InvalidArgument(f"restore job {job_id} is {job.state}; there is nothing to resume")
-    return _run(store, job, lease, progress, {})
+    outcome = _run(store, job, lease, progress, {})
+    return replace(outcome, executor_reason="recorded with the job when it was planned")
 
 
 def choose_method(method: str, plan: RestorePlan) -> tuple[str, str]:
@@ -220,7 +223,7 @@ def _run_physical(
     results = finished_results(catalog, job.id)
     done = {r.task_id for r in results}
     pending = [t for t in plan.tasks if t.task_id not in done]
-    executor = choose_executor(job.executor, sum(t.input.bytes for t in pending))
+    executor = executor_for(decide_executor(job.executor, sum(t.input.bytes for t in pending)))
 
     def on_result(result: RewriteResult) -> None:
         lease.poll()  # one small read per task: a stop request is seen within a task

@@ -94,7 +94,6 @@ class S3ObjectStore:
     @property
     def _client(self) -> Any:
         if self._client_obj is None:
-            import boto3
             from botocore.config import Config
 
             config = Config(
@@ -104,7 +103,10 @@ class S3ObjectStore:
                 read_timeout=60,
                 max_pool_connections=32,
             )
-            self._client_obj = boto3.client("s3", config=config, **self.warehouse.s3.to_boto3())
+            settings = self.warehouse.s3
+            self._client_obj = settings.boto3_session().client(
+                "s3", config=config, **settings.to_boto3()
+            )
         return self._client_obj
 
     @property

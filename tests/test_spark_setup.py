@@ -1,0 +1,235 @@
+"""What decides where Spark work runs, what it ships, and what it never carries.
+
+These need no cluster (tests/test_cluster.py has the real one): the master
+resolution order, ``auto``'s choice and its reason, the package zip and its
+build id, credentials that never enter a pickled task, and task failures told
+as Rewind's own errors.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from pyspark import cloudpickle
+
+from engine.executors.base import AUTO_SPARK_BYTES, decide_executor
+from engine.executors.spark import task_function
+from tenants import spark_package, spark_session
+from tenants.config import S3Settings, Warehouse
+from tenants.errors import (
+    ClusterMisconfigured,
+    InvalidArgument,
+    ObjectMissing,
+    TaskFailed,
+)
+from tenants.objectstore.s3 import S3ObjectStore
+from tenants.schema import TableSchema
+from tenants.spark_errors import python_error, translate_task_error, worker_of
+from tenants.spark_reader import read_function
+
+SECRET = "wJalrXUtnFEMI-secret-of-the-test-7f3a"
+TOKEN = "FwoGZXIvYXdzE-session-token-of-the-test-91c2"
+
+
+@pytest.fixture
+def no_master(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """A process with no Spark session, no spark-submit and no master settings."""
+    monkeypatch.setattr(spark_session, "_active_master", lambda: None)
+    monkeypatch.setattr(spark_session, "_requested", None)
+    for name in ("SPARK_MASTER", "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_the_default_master_is_local(no_master: pytest.MonkeyPatch) -> None:
+    choice = spark_session.effective_master()
+    assert (choice.master, choice.source, choice.is_cluster) == ("local[2]", "default", False)
+
+
+def test_spark_master_and_submit_args_name_the_master(no_master: pytest.MonkeyPatch) -> None:
+    no_master.setenv("PYSPARK_SUBMIT_ARGS", "--master spark://h:7077 pyspark-shell")
+    assert spark_session.effective_master().master == "spark://h:7077"
+    no_master.setenv("SPARK_MASTER", "spark://other:7077")
+    choice = spark_session.effective_master()
+    assert (choice.master, choice.source) == ("spark://other:7077", "SPARK_MASTER")
+    spark_session.request_master("local[3]")  # the CLI's --spark-master wins over both
+    assert spark_session.effective_master().master == "local[3]"
+
+
+def test_under_spark_submit_its_master_is_never_overridden(no_master: pytest.MonkeyPatch) -> None:
+    """The regression of issue 13: spark-submit passes the master to the driver JVM,
+    not through PYSPARK_SUBMIT_ARGS, and Rewind used to force local[2]."""
+    no_master.setenv("PYSPARK_GATEWAY_PORT", "1")
+    no_master.setenv("SPARK_MASTER", "local[1]")
+    no_master.setattr(spark_session, "_submitted_master", lambda: "spark://cluster:7077")
+    choice = spark_session.effective_master()
+    assert (choice.master, choice.source, choice.is_cluster) == (
+        "spark://cluster:7077",
+        "spark-submit",
+        True,
+    )
+    with pytest.raises(InvalidArgument, match="spark-submit runs this job on master spark://"):
+        spark_session.effective_master("spark://elsewhere:7077")
+
+
+@pytest.mark.parametrize("bad", ["spark:/h:7077", "localhost", "local[two]", "", "http://h:8080"])
+def test_a_malformed_master_is_refused(bad: str) -> None:
+    with pytest.raises(InvalidArgument, match="invalid Spark master"):
+        spark_session.check_master(bad) if bad else spark_session.check_master(" ")
+
+
+def test_auto_picks_spark_on_a_cluster_and_says_why(no_master: pytest.MonkeyPatch) -> None:
+    local = decide_executor("auto", 10**9)
+    assert local.name == "local"
+    assert "master local[2] (from default) is this machine" in local.reason
+    assert decide_executor("auto", AUTO_SPARK_BYTES).name == "spark"
+    no_master.setenv("SPARK_MASTER", "spark://h:7077")
+    cluster = decide_executor("auto", 1)
+    assert cluster.name == "spark"
+    assert cluster.reason == "auto: master spark://h:7077 (from SPARK_MASTER) is a cluster"
+    assert decide_executor("local", 1).describe() == "local (asked for)"
+    with pytest.raises(InvalidArgument, match="unknown executor 'threads'"):
+        decide_executor("threads", 1)
+
+
+def test_the_cli_plan_names_the_executor_and_why(rewind, no_master) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    assert rewind("tenant", "create", "acme").exit_code == 0
+    assert rewind("snapshot", "create", "acme", "mon").exit_code == 0
+    done = rewind("--spark-master", "spark://h:7077", "restore-tenant", "acme", "--snapshot",
+                  "mon", "--to", "acme2", "--dry-run", "--json")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    plan = json.loads(done.stdout)
+    assert plan["executor"] == "spark"
+    assert plan["executor_reason"] == "auto: master spark://h:7077 (from --spark-master) is a cluster"
+    bad = rewind("--spark-master", "nowhere", "tenant", "list")
+    assert bad.exit_code == 1
+    assert "invalid Spark master 'nowhere'" in bad.output
+
+
+def test_credentials_never_pickle() -> None:
+    settings = S3Settings("http://s3.example:9000", "eu-west-1", "AKIAEXAMPLE", SECRET, TOKEN)
+    data = pickle.dumps(settings)
+    assert SECRET.encode() not in data and TOKEN.encode() not in data
+    back = pickle.loads(data)
+    assert (back.endpoint_url, back.region, back.access_key_id, back.session_token) == (
+        "http://s3.example:9000",
+        "eu-west-1",
+        None,
+        None,
+    )
+    assert SECRET not in repr(settings) and TOKEN not in repr(settings)
+
+
+def test_no_secret_is_in_a_tasks_serialised_bytes() -> None:
+    """The exact functions Spark pickles for rewrite and read tasks."""
+    settings = S3Settings("http://127.0.0.1:1", "us-east-1", "AKIAEXAMPLE", SECRET, TOKEN)
+    store = S3ObjectStore(Warehouse.parse("s3://bucket/wh", settings))
+    schema = TableSchema.of([("id", "int64")], ["id"])
+    for function in (task_function(store), read_function(store, schema, 1, [])):
+        data = cloudpickle.dumps(function)
+        assert SECRET.encode() not in data and TOKEN.encode() not in data
+        assert b"127.0.0.1:1" in data  # the endpoint does travel
+
+
+def test_session_token_and_profile_reach_both_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_SESSION_TOKEN", TOKEN)
+    settings = S3Settings.from_env()
+    assert settings.session_token == TOKEN
+    assert settings.to_boto3()["aws_session_token"] == TOKEN
+    assert settings.to_pyarrow_fs()["session_token"] == TOKEN
+
+
+def test_a_backup_destination_has_its_own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert S3Settings.for_backup() == S3Settings.from_env()
+    monkeypatch.setenv("REWIND_BACKUP_AWS_ENDPOINT_URL", "http://backups.example:9000")
+    monkeypatch.setenv("REWIND_BACKUP_AWS_PROFILE", "backups")
+    backup = S3Settings.for_backup()
+    assert (backup.endpoint_url, backup.profile) == ("http://backups.example:9000", "backups")
+    assert backup.access_key_id is None  # not the warehouse's keys
+
+
+def test_the_package_zip_carries_the_code_and_its_build(tmp_path: Path) -> None:
+    path = spark_package.build_zip(tmp_path / "rewind.zip")
+    names = set(zipfile.ZipFile(path).namelist())
+    assert {"tenants/__init__.py", "engine/executors/spark.py", "tenacity/__init__.py"} <= names
+    assert not any("__pycache__" in n for n in names)
+    assert spark_package.build_zip(tmp_path / "again.zip").read_bytes() == path.read_bytes()
+    # A Python that imports Rewind from the zip alone computes the driver's build id.
+    probe = subprocess.run(
+        [sys.executable, "-I", "-c",
+         f"import sys; sys.path.insert(0, {str(path)!r}); "
+         "from tenants import spark_package as p; print(p.__file__); print(p.build_id())"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    where, build = probe.stdout.split()
+    assert where.startswith(str(path))
+    assert build == spark_package.build_id()
+
+
+TRACE = """An error occurred while calling o84.collectToPython.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 \
+failed 4 times, most recent failure: Lost task 0.3 in stage 3.0 (TID 9) (10.1.2.3 executor 1): \
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/x/pyspark.zip/pyspark/worker.py", line 1, in main
+    import tenants
+{line}
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+"""
+
+
+def test_a_task_failure_keeps_its_cause_and_worker() -> None:
+    error = RuntimeError(TRACE.format(line="ValueError: bad row 7"))
+    assert worker_of(error) == "10.1.2.3 executor 1"
+    assert python_error(error) == "ValueError: bad row 7"
+    told = translate_task_error(error, "restore job j1")
+    assert isinstance(told, TaskFailed)
+    assert str(told) == "restore job j1: a Spark task failed on 10.1.2.3 executor 1: ValueError: bad row 7"
+
+
+def test_a_rewind_error_in_a_task_keeps_its_class() -> None:
+    line = "tenants.errors.ObjectMissing: restore job j1: rewriting t/x.parquet on w1 pid 9: gone"
+    told = translate_task_error(RuntimeError(TRACE.format(line=line)), "restore job j1")
+    assert isinstance(told, ObjectMissing)
+    assert str(told) == "restore job j1: rewriting t/x.parquet on w1 pid 9: gone"
+
+
+def test_a_worker_without_a_module_is_a_cluster_problem() -> None:
+    error = RuntimeError(TRACE.format(line="ModuleNotFoundError: No module named 'pyarrow'"))
+    told = translate_task_error(error, "restore job j1")
+    assert isinstance(told, ClusterMisconfigured)
+    assert "a Spark worker cannot import pyarrow (on 10.1.2.3 executor 1" in str(told)
+    assert "\n" not in str(told)
+
+
+def test_the_local_master_needs_no_preparation(spark) -> None:  # type: ignore[no-untyped-def]
+    spark_session.prepare(spark)  # local[2]: the workers are this Python; no job, no zip
+    assert spark.sparkContext.applicationId not in spark_session._prepared
+
+
+def test_env_credentials_reach_local_spark_workers_without_the_pickle(
+    store, spark  # type: ignore[no-untyped-def]
+) -> None:
+    """A store whose settings hold a secret of their own still works through Spark:
+    the tasks never see that secret and take the environment's chain."""
+    assert os.environ["AWS_ACCESS_KEY_ID"]
+    import pyarrow as pa
+
+    from engine.restore.job import restore_tenant
+
+    store.create_tenant("acme")
+    store.create_table("acme", "db", "t", TableSchema.of([("id", "int64"), ("v", "string")], ["id"]))
+    store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    store.create_snapshot("acme", "mon")
+    store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
+    store.compact("acme", "db", "t")
+    outcome = restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
+    assert outcome.rewritten == 1
+    assert store.read("acme2", "db", "t").to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
