@@ -40,6 +40,9 @@ class S3Settings:
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     profile: str | None = None
+    # A Spark broadcast of credentials (tenants.spark_credentials): pickles as a
+    # reference; its value reaches executors through Spark's block transfer.
+    shared: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_env(cls, prefix: str = "") -> S3Settings:
@@ -48,7 +51,7 @@ class S3Settings:
         def get(name: str) -> str | None:
             return os.environ.get(prefix + name) or None
 
-        return cls(
+        settings = cls(
             endpoint_url=get("AWS_ENDPOINT_URL_S3") or get("AWS_ENDPOINT_URL"),
             region=get("AWS_REGION") or get("AWS_DEFAULT_REGION") or "us-east-1",
             access_key_id=get("AWS_ACCESS_KEY_ID"),
@@ -56,6 +59,13 @@ class S3Settings:
             session_token=get("AWS_SESSION_TOKEN"),
             profile=get("AWS_PROFILE") if prefix else None,
         )
+        if not prefix and "PYSPARK_GATEWAY_PORT" in os.environ:
+            # Under spark-submit: what the environment leaves open, the job's
+            # spark.hadoop.fs.s3a.* keys may give (tenants.spark_credentials).
+            from tenants.spark_credentials import hadoop_settings, submitted_conf
+
+            settings = hadoop_settings(submitted_conf(), settings)
+        return settings
 
     @classmethod
     def for_backup(cls) -> S3Settings:
@@ -73,11 +83,21 @@ class S3Settings:
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name in SECRET_FIELDS:
             object.__setattr__(self, name, None)
+        object.__setattr__(self, "shared", None)
         for name, value in state.items():
             object.__setattr__(self, name, value)
 
-    def _explicit_keys(self) -> bool:
-        return bool(self.access_key_id and self.secret_access_key)
+    def keys(self) -> tuple[str, str, str | None] | None:
+        """(access key, secret, session token) given to these settings: their own
+        fields, else the ``shared`` reference (a Spark broadcast of the Hadoop-style
+        ``spark.hadoop.fs.s3a.*`` keys, :mod:`tenants.spark_credentials`); None
+        means the AWS chain of the process that uses them."""
+        if self.access_key_id and self.secret_access_key:
+            return self.access_key_id, self.secret_access_key, self.session_token
+        if self.shared is not None:
+            value = self.shared.value
+            return value["access_key_id"], value["secret_access_key"], value.get("session_token")
+        return None
 
     def boto3_session(self) -> Any:
         """A boto3 session on ``profile`` (or the default chain)."""
@@ -90,11 +110,11 @@ class S3Settings:
         kwargs: dict[str, Any] = {"region_name": self.region}
         if self.endpoint_url:
             kwargs["endpoint_url"] = self.endpoint_url
-        if self._explicit_keys():
-            kwargs["aws_access_key_id"] = self.access_key_id
-            kwargs["aws_secret_access_key"] = self.secret_access_key
-            if self.session_token:
-                kwargs["aws_session_token"] = self.session_token
+        keys = self.keys()
+        if keys:
+            kwargs["aws_access_key_id"], kwargs["aws_secret_access_key"], token = keys
+            if token:
+                kwargs["aws_session_token"] = token
         return kwargs
 
     def to_pyarrow_fs(self) -> dict[str, Any]:
@@ -105,25 +125,22 @@ class S3Settings:
         outlives temporary credentials opens a new store)."""
         kwargs: dict[str, Any] = {"region": self.region}
         endpoint = self.endpoint_url
-        if self.profile and not self._explicit_keys():
+        keys = self.keys()
+        if self.profile and not keys:
             session = self.boto3_session()
             endpoint = endpoint or session.client("s3").meta.endpoint_url
             credentials = session.get_credentials()
             if credentials is not None:
                 frozen = credentials.get_frozen_credentials()
-                kwargs["access_key"] = frozen.access_key
-                kwargs["secret_key"] = frozen.secret_key
-                if frozen.token:
-                    kwargs["session_token"] = frozen.token
+                keys = (frozen.access_key, frozen.secret_key, frozen.token)
         if endpoint:
             parsed = urlparse(endpoint)
             kwargs["endpoint_override"] = parsed.netloc or endpoint
             kwargs["scheme"] = parsed.scheme or "https"
-        if self._explicit_keys():
-            kwargs["access_key"] = self.access_key_id
-            kwargs["secret_key"] = self.secret_access_key
-            if self.session_token:
-                kwargs["session_token"] = self.session_token
+        if keys:
+            kwargs["access_key"], kwargs["secret_key"], token = keys
+            if token:
+                kwargs["session_token"] = token
         return kwargs
 
 

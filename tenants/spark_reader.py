@@ -73,6 +73,7 @@ def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    from tenants.spark_credentials import store_for_tasks
     from tenants.spark_session import get_spark, prepare
 
     if spark is None:
@@ -87,7 +88,8 @@ def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None
     tasks = spark.createDataFrame([(i,) for i in range(len(records))], "i long").repartition(slices)
 
     events = tasks.mapInArrow(
-        read_function(store, schema, as_of, records), from_arrow_schema(events_schema)
+        read_function(store_for_tasks(spark, store), schema, as_of, records),
+        from_arrow_schema(events_schema),
     )
     window = Window.partitionBy(*schema.primary_key).orderBy(
         F.col(TS).desc(), F.col(IS_DATA).desc()
@@ -151,7 +153,14 @@ def read_spark(store: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> 
     schema = plan.table.schema
     if not plan.objects:
         return schema.arrow().empty_table()
-    table = spark_dataframe(store, plan, spark).toArrow()
+    try:
+        table = spark_dataframe(store, plan, spark).toArrow()
+    except Exception as e:
+        from tenants.spark_errors import translate_task_error
+
+        raise translate_task_error(
+            e, f"reading {plan.table.qualified} of tenant {plan.tenant.ref} at ts {plan.as_of}"
+        ) from e
     table = table.cast(pa.schema([pa.field(f.name, f.type, True) for f in schema.arrow()]))
     table = table.sort_by([(k, "ascending") for k in schema.primary_key])
     return table.cast(schema.arrow())

@@ -101,9 +101,13 @@ def _active_master() -> str | None:
 
 
 def _submitted_master() -> str | None:
-    """``spark.master`` as spark-submit gave it to the waiting driver JVM."""
-    from pyspark import SparkConf
+    """``spark.master`` as spark-submit gave it to the waiting driver JVM.
 
+    A ``SparkConf`` reads the JVM's settings only once the gateway is
+    connected; before any session exists it would answer None."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
     return SparkConf().get("spark.master", None)
 
 

@@ -26,6 +26,7 @@ from tenants.errors import (
     ClusterMisconfigured,
     InvalidArgument,
     ObjectMissing,
+    StorageError,
     TaskFailed,
 )
 from tenants.objectstore.s3 import S3ObjectStore
@@ -233,3 +234,56 @@ def test_env_credentials_reach_local_spark_workers_without_the_pickle(
     outcome = restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
     assert outcome.rewritten == 1
     assert store.read("acme2", "db", "t").to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
+
+
+def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``spark.hadoop.fs.s3a.*`` keys are the only credentials that work here: the
+    warehouse is on a moto server that checks keys and session tokens, and the
+    local workers' environment holds the shared test server's placeholder keys,
+    which this one refuses. So the read fails without the keys and works with
+    them, although no task's pickled bytes hold them."""
+    import pyarrow as pa
+
+    from engine.restore.job import restore_tenant
+    from tenants.spark_credentials import KEYS, store_for_tasks
+    from tenants.store import TableStore
+    from tests.moto_auth import authenticating_moto
+
+    with authenticating_moto(tmp_path / "moto") as auth:
+        keys = auth.temporary_credentials()
+        bucket = "hadoop-keys"
+        auth.create_bucket(bucket)
+        settings = S3Settings(auth.endpoint_url, auth.region, *keys)
+        store = TableStore.open(f"sqlite:///{tmp_path}/c.db", f"s3://{bucket}/wh", s3=settings)
+        try:
+            store.create_tenant("acme")
+            schema = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
+            store.create_table("acme", "db", "t", schema)
+            store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
+            store.create_snapshot("acme", "mon")
+            store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
+            store.compact("acme", "db", "t")
+
+            with pytest.raises(StorageError, match="reading db.t of tenant acme.*ACCESS_DENIED"):
+                store.read("acme", "db", "t", "mon", reader="spark")
+            given = {KEYS["access_key_id"]: keys.access_key,
+                     KEYS["secret_access_key"]: keys.secret_key,
+                     KEYS["session_token"]: keys.session_token}  # fmt: skip
+            for key, value in given.items():
+                spark.conf.set(key, value)
+            try:
+                shipped = store_for_tasks(spark, store.objects)
+                data = cloudpickle.dumps(read_function(shipped, schema, 1, []))
+                assert keys.secret_key.encode() not in data
+                assert keys.session_token.encode() not in data
+                assert store.read("acme", "db", "t", "mon", reader="spark").to_pydict() == {
+                    "id": [1, 2],
+                    "v": ["a", "b"],
+                }
+                restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
+                assert store.read("acme2", "db", "t").column("v").to_pylist() == ["a", "b"]
+            finally:
+                for key in given:
+                    spark.conf.unset(key)
+        finally:
+            store.close()

@@ -11,6 +11,7 @@ from engine.restore.history import History
 from engine.restore.job import RestoreOutcome
 from engine.restore.journal import JobRecord
 from engine.restore.plan import ACTIONS, RestorePlan
+from engine.restore.rewrite import worker_name
 from tenants.times import format_ts
 
 
@@ -94,6 +95,7 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
         "method": outcome.method,
         "executor": outcome.executor,
         "executor_reason": outcome.executor_reason,
+        "driver": worker_name(),
         "rewritten_objects": outcome.rewritten,
         "bytes_written": outcome.bytes_written,
         "bytes_reused": totals["reuse"][1],

@@ -24,6 +24,7 @@ from engine.restore.plan import RewriteTask
 from engine.restore.rewrite import RewriteResult, run_task
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
+from tenants.spark_credentials import store_for_tasks
 from tenants.spark_errors import translate_task_error
 
 RESULT_SCHEMA = "task_id string, result string"
@@ -88,7 +89,8 @@ class SparkExecutor:
         frame = spark.sparkContext.parallelize(payload, len(payload)).toDF("tasks string")
         results = []
         try:
-            for row in frame.mapInArrow(task_function(store), RESULT_SCHEMA).toLocalIterator():
+            run = task_function(store_for_tasks(spark, store))
+            for row in frame.mapInArrow(run, RESULT_SCHEMA).toLocalIterator():
                 result = RewriteResult.from_json(row["result"])
                 on_result(result)
                 results.append(result)

@@ -106,6 +106,12 @@ def restore_tenant(
         planned = time.perf_counter() - started
         chosen, _ = choose_method(method, plan)
         choice = decide_executor(executor, plan.totals()["rewrite"][1])
+        if choice.name == "spark" and plan.tasks and chosen == "physical":
+            # Start Spark (and check a cluster's workers) before the job exists:
+            # a worker that cannot run the tasks fails here, with nothing journaled.
+            from tenants.spark_session import get_spark
+
+            get_spark()
         lease = JobLease(store.catalog, plan.job_id)
         try:
             job = start_job(
