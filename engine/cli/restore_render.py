@@ -96,6 +96,7 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
         "executor": outcome.executor,
         "executor_reason": outcome.executor_reason,
         "driver": worker_name(),
+        "workers": list(outcome.workers),
         "rewritten_objects": outcome.rewritten,
         "bytes_written": outcome.bytes_written,
         "bytes_reused": totals["reuse"][1],
@@ -132,6 +133,12 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
             f"verified {outcome.objects_verified} object(s) by listing {outcome.prefixes_listed} "
             f"prefix(es){compared}",
         ]
+        if outcome.workers:
+            lines.append(
+                f"rewrite tasks ran on {outcome.executor} in {len(outcome.workers)} process(es): "
+                f"{', '.join(outcome.workers[:4])}{' ...' if len(outcome.workers) > 4 else ''} "
+                f"(driver {data['driver']})"
+            )
     if data["retired"]:
         lines.append(
             f"the previous tenant {data['retired']} is retired; undo with "

@@ -2,15 +2,19 @@
 
 Files hold the visible rows (no ``__ts``: a dump is the state at S, not its
 history), sorted by primary key and split at a target size, under
-``<root>/tables/<db>.<table>/part-NNNNN.parquet``. Reads go through the local
-reader or Spark. Every file is written before ``manifest.json``; file keys are
-deterministic, so a rerun after a crash overwrites its own partial output.
+``<root>/tables/<db>.<table>/part-NNNNN.parquet``. With the local reader the
+driver reads each table and writes its parts; with Spark the executors read,
+range-partition by key and write one part per key range, and the driver only
+gathers one row per file (a big tenant never passes through it). Every file is
+written before ``manifest.json``; a rerun after a crash overwrites (local) or
+first clears (Spark) the table's folder.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +27,8 @@ from engine.logical.manifest import (
     DumpFile,
     DumpManifest,
     DumpTable,
+    HashKind,
+    chain_hash,
 )
 from engine.restore.members import pinned
 from engine.restore.plan import RestorePlan
@@ -31,7 +37,7 @@ from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash, encode
 from tenants.reads import ReadPlan, plan_read, read_local
 from tenants.store import TableStore
-from tenants.tenancy import TenantRecord, find_tenant, new_id, tables_at
+from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id, tables_at
 
 Reader = Literal["local", "spark"]
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
@@ -53,12 +59,114 @@ def _split(rows: pa.Table, target_bytes: int) -> list[pa.Table]:
     return [rows.slice(i, step) for i in range(0, rows.num_rows, step)]
 
 
-def _read(store: TableStore, plan: ReadPlan, reader: Reader) -> pa.Table:
-    if reader == "spark":
-        from tenants.spark_reader import read_spark
+def _dump_table_locally(
+    store: TableStore, plan: ReadPlan, dest: ObjectStore, root: str, target_bytes: int
+) -> DumpTable:
+    table = plan.table
+    rows = read_local(store.objects, plan)
+    files = []
+    for index, part in enumerate(_split(rows, target_bytes)):
+        path = f"tables/{table.qualified}/part-{index:05d}.parquet"
+        data, sha = encode(part)
+        dest.put(f"{root}/{path}", data)
+        files.append(DumpFile(path, len(data), sha, part.num_rows))
+    return _entry(table, rows.num_rows, content_hash(rows, list(table.schema.primary_key)), files)
 
-        return read_spark(store.objects, plan)
-    return read_local(store.objects, plan)
+
+def _entry(
+    table: TableRecord, rows: int, digest: str, files: list[DumpFile], kind: HashKind = "table"
+) -> DumpTable:
+    schema = table.schema
+    return DumpTable(
+        table.database,
+        table.name,
+        schema.columns_json(),
+        schema.primary_key_json(),
+        schema.fingerprint,
+        rows,
+        digest,
+        tuple(files),
+        kind,
+    )
+
+
+def part_writer(
+    dest: ObjectStore, root: str, folder: str, target: pa.Schema, keys: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """What each Spark dump task runs: write its key range (one partition, sorted)
+    as ``part-<partition>.parquet`` and report the file. The closure holds the
+    destination store, which pickles without credentials."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        received = list(batches)
+        if not received or not sum(b.num_rows for b in received):
+            return
+        rows = pa.Table.from_batches(received)
+        rows = rows.select(target.names).cast(target)
+        context = TaskContext.get()
+        index = context.partitionId() if context is not None else 0
+        path = f"{folder}/part-{index:05d}.parquet"
+        data, sha = encode(rows)
+        dest.put(f"{root}/{path}", data)
+        yield pa.RecordBatch.from_pydict(
+            {"index": [index], "path": [path], "bytes": [len(data)], "sha256": [sha],
+             "rows": [rows.num_rows], "hash": [content_hash(rows, keys)]}
+        )  # fmt: skip
+
+    return write
+
+
+PART_SCHEMA = "index long, path string, bytes long, sha256 string, rows long, hash string"
+
+
+def _dump_table_by_executors(
+    store: TableStore, plan: ReadPlan, dest: ObjectStore, root: str, target_bytes: int
+) -> DumpTable:
+    """The executors read the table at S, range-partition it by key, and each
+    writes its sorted range as one file; the driver gets one small row per file.
+
+    The table's hash is then a ``parts`` hash (the files' content hashes in key
+    order), since no process holds the whole table.
+    """
+    from tenants.spark_credentials import store_for_tasks
+    from tenants.spark_errors import translate_task_error
+    from tenants.spark_reader import spark_dataframe
+    from tenants.spark_session import get_spark
+
+    table = plan.table
+    schema = table.schema
+    keys = list(schema.primary_key)
+    folder = f"tables/{table.qualified}"
+    spark = get_spark()
+    # A rerun may cut other key ranges than a crashed attempt did: clear the
+    # table's folder (the dump root is this dump's alone) so no stray part stays.
+    dest.delete_many(info.key for info in dest.list(f"{root}/{folder}/"))
+    files: list[DumpFile] = []
+    hashes: list[str] = []
+    if plan.objects:
+        parts = max(1, math.ceil(sum(o.bytes for o in plan.objects) / target_bytes))
+        frame = spark_dataframe(store.objects, plan, spark)
+        ranges = frame.repartitionByRange(parts, *keys).sortWithinPartitions(*keys)
+        writer = part_writer(store_for_tasks(spark, dest), root, folder, schema.arrow(), keys)
+        try:
+            written = ranges.mapInArrow(writer, PART_SCHEMA).collect()
+        except Exception as e:
+            raise translate_task_error(
+                e, f"dumping {table.qualified} of tenant {plan.tenant.ref} at ts {plan.as_of}"
+            ) from e
+        for row in sorted(written, key=lambda r: r["index"]):
+            files.append(DumpFile(row["path"], row["bytes"], row["sha256"], row["rows"]))
+            hashes.append(row["hash"])
+    if not files:  # an empty table still gets one (empty) file: its schema travels
+        empty = schema.arrow().empty_table()
+        path = f"{folder}/part-00000.parquet"
+        data, sha = encode(empty)
+        dest.put(f"{root}/{path}", data)
+        files.append(DumpFile(path, len(data), sha, 0))
+        hashes.append(content_hash(empty, keys))
+    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "parts")
 
 
 def dump_tenant(
@@ -146,27 +254,10 @@ def write_dump(
     root = root.rstrip("/")
     dumped = []
     for plan in reads:
-        table = plan.table
-        rows = _read(store, plan, reader)
-        keys = list(table.schema.primary_key)
-        files = []
-        for index, part in enumerate(_split(rows, target_bytes)):
-            path = f"tables/{table.qualified}/part-{index:05d}.parquet"
-            data, sha = encode(part)
-            dest.put(f"{root}/{path}", data)
-            files.append(DumpFile(path, len(data), sha, part.num_rows))
-        dumped.append(
-            DumpTable(
-                table.database,
-                table.name,
-                table.schema.columns_json(),
-                table.schema.primary_key_json(),
-                table.schema.fingerprint,
-                rows.num_rows,
-                content_hash(rows, keys),
-                tuple(files),
-            )
-        )
+        if reader == "spark":
+            dumped.append(_dump_table_by_executors(store, plan, dest, root, target_bytes))
+        else:
+            dumped.append(_dump_table_locally(store, plan, dest, root, target_bytes))
     manifest = DumpManifest(
         FORMAT,
         FORMAT_VERSION,

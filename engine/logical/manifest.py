@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Literal
+
+import pyarrow as pa
 
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
 from tenants.objectstore import ObjectStore
+from tenants.parquet_codec import content_hash
 from tenants.schema import TableSchema
 
 FORMAT = "rewind-dump"
-FORMAT_VERSION = 1
+# 2: a table's hash may be "parts" (files written by Spark executors); 1 is still read.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+HashKind = Literal["table", "parts"]
 MANIFEST = "manifest.json"
 
 
@@ -41,10 +49,27 @@ class DumpTable:
     rows: int
     content_hash: str
     files: tuple[DumpFile, ...]
+    # "table": content_hash of all rows in key order. "parts": a hash of the
+    # files' own content hashes, in file (= key) order: Spark executors each
+    # write and hash one key range, and no process sees the whole table.
+    hash_kind: HashKind = "table"
 
     @property
     def qualified(self) -> str:
         return f"{self.database}.{self.name}"
+
+    def hash_of(self, rows: pa.Table) -> str:
+        """The hash this table's manifest entry would have for ``rows`` (all the
+        table's rows): what a reload compares with :attr:`content_hash`."""
+        keys = list(TableSchema.from_json(self.columns_json, self.primary_key_json).primary_key)
+        if self.hash_kind == "table":
+            return content_hash(rows, keys)
+        rows = rows.sort_by([(k, "ascending") for k in keys]) if rows.num_rows else rows
+        offsets, parts = 0, []
+        for entry in self.files:
+            parts.append(content_hash(rows.slice(offsets, entry.rows), keys))
+            offsets += entry.rows
+        return chain_hash(parts)
 
     def schema(self) -> TableSchema:
         schema = TableSchema.from_json(self.columns_json, self.primary_key_json)
@@ -89,16 +114,21 @@ class DumpManifest:
             raise InvalidArgument(
                 f"{where} is not a Rewind dump manifest (format {raw.get('format')!r})"
             )
-        if raw.get("format_version") != FORMAT_VERSION:
+        if raw.get("format_version") not in READABLE_VERSIONS:
             raise InvalidArgument(
                 f"dump {where} has format version {raw.get('format_version')!r}; this Rewind reads "
-                f"version {FORMAT_VERSION}: use a matching Rewind to load it"
+                f"versions {', '.join(map(str, READABLE_VERSIONS))}: use a matching Rewind to load it"
             )
         tables = tuple(
             DumpTable(**{**t, "files": tuple(DumpFile(**f) for f in t["files"])})
             for t in raw["tables"]
         )
         return cls(**{**raw, "tables": tables})
+
+
+def chain_hash(part_hashes: Sequence[str]) -> str:
+    """A "parts" table hash: sha256 of the parts' content hashes, in key order."""
+    return hashlib.sha256("\n".join(part_hashes).encode()).hexdigest()
 
 
 def read_manifest(store: ObjectStore, root: str) -> DumpManifest:

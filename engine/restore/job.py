@@ -74,6 +74,7 @@ class RestoreOutcome:
     seconds: dict[str, float] = field(default_factory=dict)
     method: str = "physical"
     executor_reason: str = ""  # why this executor (the plan output prints it)
+    workers: tuple[str, ...] = ()  # the processes that ran rewrite tasks ("host pid N")
 
 
 def restore_tenant(
@@ -268,6 +269,7 @@ def _run_physical(
         prefixes_listed=prefixes,
         tables_compared=compared,
         seconds=seconds,
+        workers=tuple(sorted({r.worker for r in results if r.worker})),
     )
 
 
