@@ -431,12 +431,12 @@ def _project_moto(done: list[dict[str, Any]], size: int, budget_s: float) -> dic
     mb = last["tenant"]["straddle_bytes"] / MB
     build_mbps = mb / last["tenant"]["build_s"]
     local = last["runs"]["local"]
-    # Build, local + pyarrow runs (measured), two Spark runs (about local's time each).
+    # Build, local + pyarrow runs (measured), two Spark runs (about twice local's time each).
     per_mb = (
         last["tenant"]["build_s"]
         + sum(r["restore_s"] for r in local["runs"])
         + sum(r["restore_s"] for r in last["runs"]["pyarrow"]["runs"])
-        + 2 * local["restore_s"]
+        + 4 * local["restore_s"]
     ) / mb
     projected = per_mb * size / MB
     if projected <= budget_s:

@@ -287,3 +287,43 @@ def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path)
                     spark.conf.unset(key)
         finally:
             store.close()
+
+
+def _report(**changes: object) -> dict[str, object]:
+    report: dict[str, object] = {
+        "host": "node-7", "pid": 1, "python": "/usr/bin/python3", "python_version": "3.11.7",
+        "missing": [], "version": spark_package.version(), "build": spark_package.build_id(),
+        "error": None,
+    }  # fmt: skip
+    return report | changes
+
+
+def test_the_probe_names_the_worker_and_what_is_wrong() -> None:
+    from tenants.spark_probe import problem
+
+    version, build = spark_package.version(), spark_package.build_id()
+    assert problem(_report(), version, build) is None
+    lacking = problem(_report(missing=["boto3 (ModuleNotFoundError: x)"]), version, build)
+    assert lacking is not None
+    assert lacking.startswith("Spark worker node-7 (python 3.11.7 at /usr/bin/python3) lacks boto3")
+    other = problem(_report(version="0.0.9", build="abc"), version, build)
+    assert other is not None and f"imports Rewind 0.0.9 build abc, but the driver runs {version}" in other
+    broken = problem(_report(error="cannot import Rewind (ImportError: y)"), version, build)
+    assert broken is not None and "cannot import Rewind" in broken
+
+
+def test_spark_check_shows_the_workers(rewind, spark) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    done = rewind("--json", "spark", "check")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["master"] == spark.sparkContext.master and report["cluster"] is False
+    assert report["workers"] and all(w["build"] == spark_package.build_id() for w in report["workers"])
+
+
+def test_spark_package_writes_the_zip(rewind, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    done = rewind("spark", "package", "--out", tmp_path)
+    assert done.exit_code == 0, done.output
+    [written] = tmp_path.glob("rewind-*.zip")
+    assert written.name == spark_package.zip_name()

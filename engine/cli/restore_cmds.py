@@ -67,7 +67,7 @@ def restore_tenant_cmd(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
-    executor: Annotated[str, typer.Option("--executor", help="local, spark or auto.")] = "auto",
+    executor: Annotated[str, typer.Option("--executor", help="local, spark or auto (Spark when the Spark master is a cluster; the plan says why).")] = "auto",
     verify: Annotated[str, typer.Option("--verify", help="none, objects or full.")] = "objects",
     method: Annotated[
         str, typer.Option("--method", help="physical, logical (dump and reload) or auto.")

@@ -5,9 +5,12 @@
     python -m engine.jobs.restore_tenant acme --snapshot mon --to acme_copy
 
 Runs exactly the CLI's ``restore-tenant`` command (same options, same errors,
-same exit codes). Global options (``--catalog``, ``--warehouse``, ``--verbose``)
-may come anywhere; the executor defaults to Spark, since a cluster is why one
-submits a job.
+same exit codes). Global options (``--catalog``, ``--warehouse``,
+``--spark-master``, ``--verbose``) may come anywhere; the executor defaults to
+Spark, since a cluster is why one submits a job. The job runs on the master
+spark-submit gives it, ships Rewind's code to the executors and checks the
+workers before it starts (docs/cluster.md). spark-submit runs this driver's
+Python with its stderr joined to stdout, so ``--json`` errors arrive there.
 """
 
 from __future__ import annotations
