@@ -102,8 +102,15 @@ class S3Settings:
     def boto3_session(self) -> Any:
         """A boto3 session on ``profile`` (or the default chain)."""
         import boto3
+        from botocore.exceptions import ProfileNotFound
 
-        return boto3.Session(profile_name=self.profile) if self.profile else boto3.Session()
+        try:
+            return boto3.Session(profile_name=self.profile) if self.profile else boto3.Session()
+        except ProfileNotFound as e:
+            raise InvalidArgument(
+                f"AWS profile {self.profile!r} is not in the AWS config or credentials files "
+                "(AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE, ~/.aws)"
+            ) from e
 
     def to_boto3(self) -> dict[str, Any]:
         """Keyword arguments for ``boto3_session().client("s3", ...)``."""

@@ -23,7 +23,7 @@ from tenacity import (
 )
 
 from tenants.config import Warehouse
-from tenants.errors import ObjectMissing, StorageError, TransientError
+from tenants.errors import ObjectMissing, RewindError, StorageError, TransientError
 from tenants.objectstore.base import ObjectInfo, PartialWrite
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,8 @@ class S3ObjectStore:
     def _translate(self, error: Exception, key: str, action: str) -> Exception:
         from botocore.exceptions import ClientError
 
+        if isinstance(error, RewindError):
+            return error  # already ours (a bad profile, met while making the client)
         if isinstance(error, ClientError):
             code = error.response.get("Error", {}).get("Code", "")
             if code in MISSING_CODES:
