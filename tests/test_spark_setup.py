@@ -327,3 +327,32 @@ def test_spark_package_writes_the_zip(rewind, tmp_path: Path) -> None:  # type: 
     assert done.exit_code == 0, done.output
     [written] = tmp_path.glob("rewind-*.zip")
     assert written.name == spark_package.zip_name()
+
+
+def test_a_failed_spark_task_names_tenant_job_object_and_worker(store, spark) -> None:  # type: ignore[no-untyped-def]
+    """A rewrite task whose input vanished: the driver raises ObjectMissing (the
+    task's own class), in one line naming the job, the object, the process the
+    task ran in, and how to resume; no Py4J stack in the message."""
+    import re
+
+    import pyarrow as pa
+
+    from engine.restore.job import restore_tenant
+
+    store.create_tenant("acme")
+    store.create_table("acme", "db", "t", TableSchema.of([("id", "int64"), ("v", "string")], ["id"]))
+    store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    store.create_snapshot("acme", "mon")
+    store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
+    store.compact("acme", "db", "t")
+    [(_, straddler)] = store.objects_of("acme")
+    store.objects.delete_many([straddler.key])
+    with pytest.raises(ObjectMissing) as caught:
+        restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
+    message = str(caught.value)
+    assert re.fullmatch(
+        rf"restore job (\w+): rewriting {re.escape(straddler.key)} on \S+ pid \d+: "
+        rf"object s3://\S+/{re.escape(straddler.key)} is missing — restore job \1 failed; "
+        r"resume with `rewind restore-tenant acme --resume \1` or cancel with `--cancel \1`",
+        message,
+    ), message
