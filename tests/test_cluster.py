@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,18 +93,44 @@ def setup(
     store.close()
 
 
+@dataclass(frozen=True)
+class Job:
+    """What a test submits with: the cluster, the tenant's store and URIs, the
+    platform's credentials for the driver, and a scratch directory."""
+
+    cluster: StandaloneCluster
+    store: TableStore
+    catalog: str
+    warehouse: str
+    env: dict[str, str]
+    tmp: Path
+
+    def restore(self, python: Path) -> Any:
+        return self.submit(
+            JOB, "--catalog", self.catalog, "--warehouse", self.warehouse, "--json",
+            "acme", "--snapshot", "mon", "--to", "acme_copy", python=python,
+        )  # fmt: skip
+
+    def submit(self, app: Path, *args: str, python: Path, env: dict[str, str] | None = None) -> Any:
+        return spark_submit(
+            self.cluster, app, *args, python=python, env=self.env | (env or {}), timeout_s=600
+        )
+
+
+@pytest.fixture
+def job(
+    cluster: StandaloneCluster,
+    setup: tuple[TableStore, str, str],
+    auth_s3: AuthMoto,
+    temp_keys: TempKeys,
+    tmp_path: Path,
+) -> Job:
+    store, catalog, warehouse = setup
+    return Job(cluster, store, catalog, warehouse, _aws_env(auth_s3, temp_keys), tmp_path)
+
+
 def _rows(ids: range, tag: str) -> pa.Table:
     return pa.table({"id": list(ids), "v": [f"{tag}{i}" for i in ids]})
-
-
-def _submit(
-    cluster: StandaloneCluster,
-    env: dict[str, str],
-    app: Path,
-    *args: str,
-    python: Path,
-) -> Any:
-    return spark_submit(cluster, app, *args, python=python, env=env, timeout_s=600)
 
 
 def _error_line(output: str) -> dict[str, Any]:
@@ -114,86 +141,54 @@ def _error_line(output: str) -> dict[str, Any]:
     return json.loads(lines[0])["error"]  # type: ignore[no-any-return]
 
 
-def test_spark_submit_runs_the_rewrite_in_the_cluster_executors(
-    cluster: StandaloneCluster,
-    setup: tuple[TableStore, str, str],
-    auth_s3: AuthMoto,
-    temp_keys: TempKeys,
-    tmp_path: Path,
-) -> None:
-    store, catalog, warehouse = setup
-    bare = worker_python(tmp_path / "bare")  # pyarrow and boto3, no Rewind
-    done = _submit(
-        cluster, _aws_env(auth_s3, temp_keys), JOB,
-        "--catalog", catalog, "--warehouse", warehouse, "--json",
-        "acme", "--snapshot", "mon", "--to", "acme_copy",
-        python=bare,
-    )  # fmt: skip
+def test_spark_submit_runs_the_rewrite_in_the_cluster_executors(job: Job) -> None:
+    done = job.restore(worker_python(job.tmp / "bare"))  # pyarrow and boto3, no Rewind
     assert done.returncode == 0, done.stderr[-4000:]
     outcome = json.loads(done.stdout[done.stdout.index("{") :])
     assert outcome["executor"] == "spark"
-    assert f"master {cluster.master_url} (from spark-submit)" in outcome["executor_reason"]
+    assert f"master {job.cluster.master_url} (from spark-submit)" in outcome["executor_reason"]
     assert outcome["rewritten_objects"] == 2
 
+    store = job.store
     for table in ("orders", "items"):
         copy = store.read("acme_copy", "shop", table).to_pydict()
         assert copy == store.read("acme", "shop", table, "mon").to_pydict()
         assert copy == _rows(range(1, 200), "old").to_pydict()
 
     # The rewrite ran in the worker's executors, not in the driver.
-    apps = [a for a in cluster.applications() if a.get("name") == "rewind"]
-    assert apps, cluster.applications()
+    apps = [a for a in job.cluster.applications() if a.get("name") == "rewind"]
+    assert apps, job.cluster.applications()
     app_id = apps[-1]["id"]
-    assert cluster.executor_launched(app_id)
-    assert any(app_id in str(p) for p in cluster.executor_logs())
+    assert job.cluster.executor_launched(app_id)
+    assert any(app_id in str(p) for p in job.cluster.executor_logs())
     workers = {r.worker for r in finished_results(store.catalog, outcome["job_id"])}
-    assert len(workers) >= 1 and outcome["driver"] not in workers
+    assert workers == set(outcome["workers"]) and outcome["driver"] not in workers
     driver_pid = outcome["driver"].rsplit(" ", 1)[1]
     assert all(w.rsplit(" ", 1)[1] != driver_pid for w in workers)
 
 
-def test_read_as_of_runs_on_the_cluster(
-    cluster: StandaloneCluster,
-    setup: tuple[TableStore, str, str],
-    auth_s3: AuthMoto,
-    temp_keys: TempKeys,
-    tmp_path: Path,
-) -> None:
+def test_read_as_of_runs_on_the_cluster(job: Job) -> None:
     """``read_as_of`` on a cluster session: MVCC in the executors, nothing collected
     but the count and a checksum the job prints."""
-    store, catalog, warehouse = setup
-    env = _aws_env(auth_s3, temp_keys) | {"REWIND_CATALOG": catalog, "REWIND_WAREHOUSE": warehouse}
-    done = _submit(
-        cluster, env, READ_JOB, "acme", "shop.orders", "mon", python=worker_python(tmp_path / "w")
+    env = {"REWIND_CATALOG": job.catalog, "REWIND_WAREHOUSE": job.warehouse}
+    done = job.submit(
+        READ_JOB, "acme", "shop.orders", "mon", python=worker_python(job.tmp / "w"), env=env
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    expected = store.read("acme", "shop", "orders", "mon")
+    expected = job.store.read("acme", "shop", "orders", "mon")
     assert result["rows"] == expected.num_rows == 199
     assert result["ids"] == sum(expected.column("id").to_pylist())
-    assert result["master"] == cluster.master_url
+    assert result["master"] == job.cluster.master_url
     assert result["executors"] >= 1
 
 
-def test_a_worker_without_pyarrow_fails_fast_naming_it(
-    cluster: StandaloneCluster,
-    setup: tuple[TableStore, str, str],
-    auth_s3: AuthMoto,
-    temp_keys: TempKeys,
-    tmp_path: Path,
-) -> None:
-    store, catalog, warehouse = setup
-    broken = worker_python(tmp_path / "nopa", exclude=("pyarrow",))
-    done = _submit(
-        cluster, _aws_env(auth_s3, temp_keys), JOB,
-        "--catalog", catalog, "--warehouse", warehouse, "--json",
-        "acme", "--snapshot", "mon", "--to", "acme_copy",
-        python=broken,
-    )  # fmt: skip
+def test_a_worker_without_pyarrow_fails_fast_naming_it(job: Job) -> None:
+    done = job.restore(worker_python(job.tmp / "nopa", exclude=("pyarrow",)))
     assert done.returncode == 1, done.stderr[-4000:]
     error = _error_line(done.stderr + done.stdout)
     assert error["type"] == "ClusterMisconfigured"
     assert "lacks pyarrow" in error["message"]
     assert "Spark worker" in error["message"] and "python 3." in error["message"]
     # Checked before the job started: nothing journaled, nothing installed.
-    assert [t.name for t in store.tenants()] == ["acme"]
+    assert [t.name for t in job.store.tenants()] == ["acme"]

@@ -15,6 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark import cloudpickle
 
@@ -33,9 +34,22 @@ from tenants.objectstore.s3 import S3ObjectStore
 from tenants.schema import TableSchema
 from tenants.spark_errors import python_error, translate_task_error, worker_of
 from tenants.spark_reader import read_function
+from tenants.store import TableStore
 
+SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
 SECRET = "wJalrXUtnFEMI-secret-of-the-test-7f3a"
 TOKEN = "FwoGZXIvYXdzE-session-token-of-the-test-91c2"
+
+
+def straddling_tenant(store: TableStore) -> None:
+    """Tenant ``acme``, table ``db.t``: one compacted object straddles snapshot ``mon``
+    (at mon: 1 a, 2 b)."""
+    store.create_tenant("acme")
+    store.create_table("acme", "db", "t", SCHEMA)
+    store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    store.create_snapshot("acme", "mon")
+    store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
+    store.compact("acme", "db", "t")
 
 
 @pytest.fixture
@@ -221,16 +235,9 @@ def test_env_credentials_reach_local_spark_workers_without_the_pickle(
     """A store whose settings hold a secret of their own still works through Spark:
     the tasks never see that secret and take the environment's chain."""
     assert os.environ["AWS_ACCESS_KEY_ID"]
-    import pyarrow as pa
-
     from engine.restore.job import restore_tenant
 
-    store.create_tenant("acme")
-    store.create_table("acme", "db", "t", TableSchema.of([("id", "int64"), ("v", "string")], ["id"]))
-    store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
-    store.create_snapshot("acme", "mon")
-    store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
-    store.compact("acme", "db", "t")
+    straddling_tenant(store)
     outcome = restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
     assert outcome.rewritten == 1
     assert store.read("acme2", "db", "t").to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
@@ -242,11 +249,8 @@ def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path)
     local workers' environment holds the shared test server's placeholder keys,
     which this one refuses. So the read fails without the keys and works with
     them, although no task's pickled bytes hold them."""
-    import pyarrow as pa
-
     from engine.restore.job import restore_tenant
     from tenants.spark_credentials import KEYS, store_for_tasks
-    from tenants.store import TableStore
     from tests.moto_auth import authenticating_moto
 
     with authenticating_moto(tmp_path / "moto") as auth:
@@ -256,13 +260,8 @@ def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path)
         settings = S3Settings(auth.endpoint_url, auth.region, *keys)
         store = TableStore.open(f"sqlite:///{tmp_path}/c.db", f"s3://{bucket}/wh", s3=settings)
         try:
-            store.create_tenant("acme")
-            schema = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
-            store.create_table("acme", "db", "t", schema)
-            store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
-            store.create_snapshot("acme", "mon")
-            store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
-            store.compact("acme", "db", "t")
+            straddling_tenant(store)
+            schema = SCHEMA
 
             with pytest.raises(StorageError, match="reading db.t of tenant acme.*ACCESS_DENIED"):
                 store.read("acme", "db", "t", "mon", reader="spark")
@@ -335,16 +334,9 @@ def test_a_failed_spark_task_names_tenant_job_object_and_worker(store, spark) ->
     task ran in, and how to resume; no Py4J stack in the message."""
     import re
 
-    import pyarrow as pa
-
     from engine.restore.job import restore_tenant
 
-    store.create_tenant("acme")
-    store.create_table("acme", "db", "t", TableSchema.of([("id", "int64"), ("v", "string")], ["id"]))
-    store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
-    store.create_snapshot("acme", "mon")
-    store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
-    store.compact("acme", "db", "t")
+    straddling_tenant(store)
     [(_, straddler)] = store.objects_of("acme")
     store.objects.delete_many([straddler.key])
     with pytest.raises(ObjectMissing) as caught:
