@@ -158,7 +158,7 @@ def test_spark_submit_runs_the_rewrite_in_the_cluster_executors(job: Job) -> Non
     # The rewrite ran in the worker's executors, not in the driver.
     apps = [a for a in job.cluster.applications() if a.get("name") == "rewind"]
     assert apps, job.cluster.applications()
-    app_id = apps[-1]["id"]
+    app_id = max(apps, key=lambda a: a.get("starttime", 0))["id"]  # this test's job
     assert job.cluster.executor_launched(app_id)
     assert any(app_id in str(p) for p in job.cluster.executor_logs())
     workers = {r.worker for r in finished_results(store.catalog, outcome["job_id"])}
