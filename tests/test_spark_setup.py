@@ -348,3 +348,24 @@ def test_a_failed_spark_task_names_tenant_job_object_and_worker(store, spark) ->
         r"resume with `rewind restore-tenant acme --resume \1` or cancel with `--cancel \1`",
         message,
     ), message
+
+
+def test_spark_rewrite_groups_run_at_the_same_time(store, spark) -> None:  # type: ignore[no-untyped-def]
+    """Every group is a job of its own, submitted together: on local[2] two Python
+    workers rewrite at once. (One job read back with toLocalIterator ran its
+    partitions one after another, in one worker: bench_cluster.)"""
+    from engine.restore.job import restore_tenant
+
+    store.create_tenant("acme")
+    ids = range(40_000)
+    for n in range(6):
+        store.create_table("acme", "db", f"t{n}", SCHEMA)
+        store.write("acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"a{i}" for i in ids]}))
+    store.create_snapshot("acme", "mon")
+    for n in range(6):
+        store.write("acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"b{i}" for i in ids]}))
+        store.compact("acme", "db", f"t{n}")
+    outcome = restore_tenant(store, "acme", "mon", to="acme2", executor="spark", verify="none")
+    assert outcome.rewritten == 6
+    assert len(outcome.workers) >= 2, outcome.workers
+    assert store.read("acme2", "db", "t5").column("v")[39_999].as_py() == "a39999"
