@@ -8,7 +8,8 @@
    a ``--spark-master`` that says otherwise is an error, not a silent choice;
 3. ``--spark-master`` on the CLI (:func:`request_master`) or ``master=``;
 4. ``SPARK_MASTER`` in the environment, then ``--master`` in
-   ``PYSPARK_SUBMIT_ARGS``;
+   ``PYSPARK_SUBMIT_ARGS``, then ``spark.master`` in ``spark-defaults.conf``
+   (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``), which the JVM would load;
 5. ``local[2]``.
 
 On a cluster master the session ships Rewind's code to the executors
@@ -31,7 +32,7 @@ from tenants.errors import ClusterMisconfigured, InvalidArgument
 DEFAULT_MASTER = "local[2]"
 MasterSource = Literal[
     "active session", "spark-submit", "--spark-master", "SPARK_MASTER", "PYSPARK_SUBMIT_ARGS",
-    "default",
+    "spark-defaults.conf", "default",
 ]  # fmt: skip
 _MASTER = re.compile(
     r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://[^\s/]+(:\d+)?"
@@ -76,6 +77,24 @@ def request_master(url: str | None) -> None:
 def under_spark_submit() -> bool:
     """True when spark-submit launched this Python (its JVM gateway is waiting)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _defaults_file_master() -> str | None:
+    """``spark.master`` of the ``spark-defaults.conf`` a new JVM would read."""
+    folder = os.environ.get("SPARK_CONF_DIR") or (
+        os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None
+    )
+    if not folder:
+        return None
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as conf:
+            for line in conf:
+                parts = line.strip().replace("=", " ", 1).split(None, 1)
+                if len(parts) == 2 and parts[0] == "spark.master":
+                    return parts[1].strip()
+    except OSError:
+        return None
+    return None
 
 
 def _submit_args_master() -> str | None:
@@ -138,6 +157,9 @@ def effective_master(master: str | None = None) -> MasterChoice:
     from_args = _submit_args_master()
     if from_args:
         return MasterChoice(from_args, "PYSPARK_SUBMIT_ARGS")
+    from_defaults = _defaults_file_master()
+    if from_defaults:
+        return MasterChoice(check_master(from_defaults), "spark-defaults.conf")
     return MasterChoice(DEFAULT_MASTER, "default")
 
 

@@ -57,7 +57,10 @@ def no_master(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """A process with no Spark session, no spark-submit and no master settings."""
     monkeypatch.setattr(spark_session, "_active_master", lambda: None)
     monkeypatch.setattr(spark_session, "_requested", None)
-    for name in ("SPARK_MASTER", "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT"):
+    for name in (
+        "SPARK_MASTER", "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "SPARK_CONF_DIR",
+        "SPARK_HOME",
+    ):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -75,6 +78,21 @@ def test_spark_master_and_submit_args_name_the_master(no_master: pytest.MonkeyPa
     assert (choice.master, choice.source) == ("spark://other:7077", "SPARK_MASTER")
     spark_session.request_master("local[3]")  # the CLI's --spark-master wins over both
     assert spark_session.effective_master().master == "local[3]"
+
+
+def test_a_master_in_spark_defaults_conf_is_kept(
+    no_master: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A SparkConf that already holds spark.master (spark-defaults.conf) is not
+    overridden by local[2]; SPARK_MASTER still wins over it."""
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# cluster defaults\nspark.executor.memory 4g\nspark.master   spark://conf-host:7077\n"
+    )
+    no_master.setenv("SPARK_CONF_DIR", str(tmp_path))
+    choice = spark_session.effective_master()
+    assert (choice.master, choice.source) == ("spark://conf-host:7077", "spark-defaults.conf")
+    no_master.setenv("SPARK_MASTER", "local[1]")
+    assert spark_session.effective_master().master == "local[1]"
 
 
 def test_under_spark_submit_its_master_is_never_overridden(no_master: pytest.MonkeyPatch) -> None:
