@@ -62,7 +62,8 @@ class S3Settings:
         if not prefix and "PYSPARK_GATEWAY_PORT" in os.environ:
             # Under spark-submit: what the environment leaves open, the job's
             # spark.hadoop.fs.s3a.* keys may give (tenants.spark_credentials).
-            from tenants.spark_credentials import hadoop_settings, submitted_conf
+            from tenants.spark_credentials import hadoop_settings
+            from tenants.spark_session import submitted_conf
 
             settings = hadoop_settings(submitted_conf(), settings)
         return settings

@@ -46,19 +46,6 @@ def _session_conf(spark: Any) -> Lookup:
     return get
 
 
-def submitted_conf() -> Lookup:
-    """spark-submit's ``--conf`` settings, read from the waiting driver JVM."""
-    from pyspark import SparkConf, SparkContext
-
-    SparkContext._ensure_initialized()
-    conf = SparkConf()
-
-    def get(key: str) -> str | None:
-        return conf.get(key, None) or None
-
-    return get
-
-
 def hadoop_settings(get: Lookup, base: S3Settings) -> S3Settings:
     """``base`` completed from ``spark.hadoop.fs.s3a.*`` keys: the endpoint and
     region where ``base`` has none, the credentials where ``base`` has none of

@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,7 +40,7 @@ _MASTER = re.compile(
     r"(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+"
 )
 _requested: str | None = None
-_prepared: set[str] = set()
+_prepared: dict[str, list[dict[str, Any]]] = {}  # application id -> worker reports
 
 
 @dataclass(frozen=True)
@@ -119,15 +120,24 @@ def _active_master() -> str | None:
     return None if active is None else str(active.sparkContext.master)
 
 
-def _submitted_master() -> str | None:
-    """``spark.master`` as spark-submit gave it to the waiting driver JVM.
-
-    A ``SparkConf`` reads the JVM's settings only once the gateway is
-    connected; before any session exists it would answer None."""
+def submitted_conf() -> Callable[[str], str | None]:
+    """A reader of spark-submit's settings (``--master``, ``--conf``), as the
+    waiting driver JVM holds them. A ``SparkConf`` reads the JVM's settings
+    only once the gateway is connected; before that it would answer None."""
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()
-    return SparkConf().get("spark.master", None)
+    conf = SparkConf()
+
+    def get(key: str) -> str | None:
+        return conf.get(key, None) or None
+
+    return get
+
+
+def _submitted_master() -> str | None:
+    """``spark.master`` as spark-submit gave it to the waiting driver JVM."""
+    return submitted_conf()("spark.master")
 
 
 def effective_master(master: str | None = None) -> MasterChoice:
@@ -202,18 +212,21 @@ def get_spark(master: str | None = None, *, for_tests: bool = False) -> Any:
     return active
 
 
-def prepare(spark: Any) -> None:
+def prepare(spark: Any) -> list[dict[str, Any]] | None:
     """Ship Rewind's code to a cluster's executors and check the workers, once per
-    Spark application. On a local master the workers are this machine's Python
-    (``PYSPARK_PYTHON``) and import Rewind as the driver does, so nothing is done.
+    Spark application; the workers' reports (:mod:`tenants.spark_probe`). On a
+    local master the workers are this machine's Python (``PYSPARK_PYTHON``) and
+    import Rewind as the driver does, so nothing is done and None is returned.
 
     Raises:
         ClusterMisconfigured: naming the worker and what it lacks.
     """
     sc = spark.sparkContext
     master = sc.master
-    if sc.applicationId in _prepared or master == "local" or master.startswith("local["):
-        return
+    if master == "local" or master.startswith("local["):
+        return None
+    if sc.applicationId in _prepared:
+        return _prepared[sc.applicationId]
     from tenants import spark_package, spark_probe
 
     sc.addPyFile(str(spark_package.cached_zip()))
@@ -230,4 +243,5 @@ def prepare(spark: Any) -> None:
         wrong = spark_probe.problem(report, version, build)
         if wrong:
             raise ClusterMisconfigured(wrong)
-    _prepared.add(sc.applicationId)
+    _prepared[sc.applicationId] = reports
+    return reports

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tenants.embedded_s3 import free_port
+
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"  # moto's default account
 ADMIN_USER = "rewind-admin"
@@ -69,12 +71,6 @@ class TempKeys(NamedTuple):
     access_key: str
     secret_key: str
     session_token: str
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -212,7 +208,7 @@ def start_authenticating_moto(workdir: Path, *, timeout_s: float = START_TIMEOUT
     from botocore.exceptions import ClientError
 
     workdir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     log = workdir / f"moto-{port}.log"
     env = dict(os.environ)
     env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(BOOTSTRAP_ACTIONS)

@@ -18,7 +18,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tenants.embedded_s3 import free_port
 
 # Environment variables that would make Spark's processes run, or import from,
 # the driver's interpreter: a cluster test must not inherit them by accident.
@@ -43,13 +44,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def free_port() -> int:
-    """A port free right now on 127.0.0.1 (a small race with other processes is accepted)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _tail(path: Path, lines: int = 40) -> str:

@@ -54,12 +54,13 @@ def check(ctx: typer.Context) -> None:
     boto3 or runs another Rewind build than this one.
     """
     from tenants import spark_package, spark_probe
-    from tenants.spark_session import effective_master, get_spark
+    from tenants.spark_session import effective_master, get_spark, prepare
 
     state = cli_state(ctx)
     master = effective_master()
     spark = get_spark()  # probes the workers of a cluster and raises on a problem
-    reports = spark_probe.probe_cluster(spark)
+    # A cluster's reports come from that probe; a local master's workers are asked here.
+    reports = prepare(spark) or spark_probe.probe_cluster(spark)
     version, build = spark_package.version(), spark_package.build_id()
     if state.json:
         render.emit_json(

@@ -64,13 +64,19 @@ def _dump_table_locally(
 ) -> DumpTable:
     table = plan.table
     rows = read_local(store.objects, plan)
-    files = []
-    for index, part in enumerate(_split(rows, target_bytes)):
-        path = f"tables/{table.qualified}/part-{index:05d}.parquet"
-        data, sha = encode(part)
-        dest.put(f"{root}/{path}", data)
-        files.append(DumpFile(path, len(data), sha, part.num_rows))
+    files = [
+        write_part(dest, root, f"tables/{table.qualified}/part-{index:05d}.parquet", part)
+        for index, part in enumerate(_split(rows, target_bytes))
+    ]
     return _entry(table, rows.num_rows, content_hash(rows, list(table.schema.primary_key)), files)
+
+
+def write_part(dest: ObjectStore, root: str, path: str, rows: pa.Table) -> DumpFile:
+    """Encode ``rows`` as one dump file at ``root/path`` and describe it (the
+    driver's parts and each Spark task's)."""
+    data, sha = encode(rows)
+    dest.put(f"{root}/{path}", data)
+    return DumpFile(path, len(data), sha, rows.num_rows)
 
 
 def _entry(
@@ -107,12 +113,10 @@ def part_writer(
         rows = rows.select(target.names).cast(target)
         context = TaskContext.get()
         index = context.partitionId() if context is not None else 0
-        path = f"{folder}/part-{index:05d}.parquet"
-        data, sha = encode(rows)
-        dest.put(f"{root}/{path}", data)
+        part = write_part(dest, root, f"{folder}/part-{index:05d}.parquet", rows)
         yield pa.RecordBatch.from_pydict(
-            {"index": [index], "path": [path], "bytes": [len(data)], "sha256": [sha],
-             "rows": [rows.num_rows], "hash": [content_hash(rows, keys)]}
+            {"index": [index], "path": [part.path], "bytes": [part.bytes],
+             "sha256": [part.sha256], "rows": [part.rows], "hash": [content_hash(rows, keys)]}
         )  # fmt: skip
 
     return write
@@ -161,10 +165,7 @@ def _dump_table_by_executors(
             hashes.append(row["hash"])
     if not files:  # an empty table still gets one (empty) file: its schema travels
         empty = schema.arrow().empty_table()
-        path = f"{folder}/part-00000.parquet"
-        data, sha = encode(empty)
-        dest.put(f"{root}/{path}", data)
-        files.append(DumpFile(path, len(data), sha, 0))
+        files.append(write_part(dest, root, f"{folder}/part-00000.parquet", empty))
         hashes.append(content_hash(empty, keys))
     return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "parts")
 
