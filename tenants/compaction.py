@@ -1,45 +1,79 @@
 """Compaction: merge a table's objects into large objects sorted by (pk, ts).
 
-Objects are grouped by (kind, schema fingerprint) so a merge never mixes
-schemas; each group with more than one object (or an unsorted one) is merged,
-split at a target size, uploaded, and swapped in by one catalog transaction
-that is conditional on every input still being a live member. If another
-compaction won the race the swap aborts with ``ConcurrentModification`` and
-its outputs are orphans for GC. A merge keeps every version: merged objects
-span wide ts ranges, which is the layout restores must handle.
+Objects are grouped by (kind, schema fingerprint) so an output never mixes
+schemas. The merge streams (tenants.merge): every input is read a batch at a
+time and rows go to outputs of about the target size as the merge passes
+them, so memory is a batch per input, whatever the table's size. A partial
+merge (the default) keeps every version; a full one decides, key by key
+inside the merge, which versions and tombstones some protected time still
+needs (tenants.retention) and drops the rest.
+
+The memory budget (``memory``, default a quarter of the machine's RAM, at
+most 1 GiB) sets how many objects one merge reads at once and the batch size
+each is read with. A table with more objects than that is merged in passes:
+each pass merges runs of objects into fewer, larger ones and swaps them in
+(a committed partial compaction, so a crash between passes loses nothing),
+until one merge can read them all.
+
+Outputs are swapped in by one catalog transaction per merge, conditional on
+every input still being a live member. If another compaction won the race
+the swap aborts with ``ConcurrentModification`` and its outputs are orphans
+for GC. Merged objects span wide ts ranges, which is the layout restores
+must handle.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from concurrent.futures import ThreadPoolExecutor
+import os
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 
 from tenants.catalog import Catalog
 from tenants.errors import ConcurrentModification, InvalidArgument
-from tenants.object_io import read_object, write_object
+from tenants.merge import SRC, MergeInput, gather, merge_rounds
+from tenants.object_io import record_of
+from tenants.object_reader import BATCH_BYTES, IN_MEMORY_BYTES, open_object
+from tenants.object_writer import ROW_GROUP_BYTES, ObjectWriter
 from tenants.objects import (
     ObjectRecord,
     add_member,
     insert_object,
     live_objects,
+    object_key,
     remove_members,
-    sort_by_key_and_ts,
 )
 from tenants.objectstore import ObjectStore
-from tenants.protection import protection
-from tenants.reads import READ_THREADS
-from tenants.retention import keep_masks
-from tenants.tenancy import TableRecord, active_tenant, find_table, tables_at, tenant_by_id
+from tenants.protection import Protection, protection
+from tenants.retention import keep_sorted
+from tenants.schema import TS
+from tenants.tenancy import TableRecord, active_tenant, find_table, new_id, tables_at, tenant_by_id
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
-# Readers fetch an object whole, so a merged object must fit a reader's memory.
+# S3 takes 10,000 parts of tenants.objectstore.s3.PART_BYTES; 4 GiB keeps far inside it.
 MAX_TARGET_BYTES = 4 * 1024 * 1024 * 1024
+MIB = 1024 * 1024
+MIN_MEMORY = 64 * MIB
+MIN_BATCH_BYTES = 256 * 1024
+MIN_BUFFER_BYTES = 64 * 1024
+# What one output being written holds: a row group and its encoding.
+WRITER_BYTES = 3 * ROW_GROUP_BYTES
+
+
+def default_memory() -> int:
+    """A quarter of the machine's RAM, at most 1 GiB: what a merge may use by default
+    (a merge of many objects uses it; a rewrite or a merge of few needs far less)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 4 * 1024 * MIB
+    return max(256 * MIB, min(1024 * MIB, ram // 4))
 
 
 @dataclass(frozen=True)
@@ -52,20 +86,42 @@ class CompactionResult:
     bytes_out: int
 
 
+@dataclass(frozen=True)
+class MergeShape:
+    """How one merge reads its inputs within a memory budget."""
+
+    fan_in: int  # objects read at once
+    batch_bytes: int  # per input batch
+    buffer_bytes: int  # per input column read buffer
+
+    @classmethod
+    def within(cls, memory: int, inputs: Sequence[ObjectRecord], groups: int) -> MergeShape:
+        """The widest merge ``memory`` allows, with the largest batches that fit.
+
+        Each input holds a fetched object (small ones are fetched whole), its
+        buffered batch, its share of a round (taken, gathered, taken again in
+        key order: three copies), read buffers for a few columns and about
+        1 MiB of reader state; each output group holds a row group and its
+        encoding. Measured RSS runs about twice the Arrow memory this counts,
+        so the count is held to half the budget.
+        """
+        left = memory // 2 - groups * WRITER_BYTES
+        small = [o.bytes for o in inputs if o.bytes <= IN_MEMORY_BYTES]
+        held = max(small, default=0)
+        batch = BATCH_BYTES
+        while True:
+            buffer = max(MIN_BUFFER_BYTES, min(1024 * 1024, batch // 8))
+            per_input = held + 4 * batch + 8 * buffer + MIB
+            if len(inputs) * per_input <= left or batch <= MIN_BATCH_BYTES:
+                break
+            batch //= 2
+        fan_in = max(2, min(len(inputs), max(0, left) // per_input))
+        return cls(fan_in, batch, buffer)
+
+
 def _groups(objects: list[ObjectRecord]) -> list[list[ObjectRecord]]:
     """Groups a partial merge touches: several objects, or one unsorted object."""
     return [g for g in _all_groups(objects) if len(g) > 1 or not g[0].sorted]
-
-
-def _split(rows: pa.Table, target_bytes: int, bytes_in: int, rows_in: int) -> list[pa.Table]:
-    """Slices of about ``target_bytes`` each, estimated from the inputs' bytes per row."""
-    if rows.num_rows == 0:
-        return []
-    per_row = max(1.0, bytes_in / max(1, rows_in))
-    rows_per_object = max(1, int(target_bytes / per_row))
-    parts = max(1, math.ceil(rows.num_rows / rows_per_object))
-    size = math.ceil(rows.num_rows / parts)
-    return [rows.slice(start, size) for start in range(0, rows.num_rows, size)]
 
 
 def compact_table(
@@ -75,6 +131,7 @@ def compact_table(
     *,
     target_bytes: int = DEFAULT_TARGET_BYTES,
     full: bool = False,
+    memory: int | None = None,
 ) -> CompactionResult:
     """Merge the table's live objects, per (kind, fingerprint) group.
 
@@ -83,64 +140,217 @@ def compact_table(
     versions and tombstones no protected time needs (tenants.retention); the
     protected times are read from the catalog here, never passed in.
     """
-    with catalog.snapshot() as tx:
-        objects = live_objects(tx, table.id)
-        guard = protection(tx, tenant_by_id(tx, table.tenant_id)) if full else None
-    pk = list(table.schema.primary_key)
-    if guard is None:
-        groups = _groups(objects)
-        loaded = _read_all(store, [o for g in groups for o in g])
-    else:
-        groups = _all_groups(objects)
-        loaded = _read_all(store, objects)
-        inputs = [(o.kind, loaded[o.id]) for o in objects]
-        for record, mask in zip(objects, keep_masks(inputs, table.schema, guard), strict=True):
-            loaded[record.id] = loaded[record.id].filter(pa.array(mask))
-    written: list[ObjectRecord] = []
-    replaced: list[ObjectRecord] = []
+    budget = memory or default_memory()
+    consumed: dict[str, ObjectRecord] = {}  # inputs that existed before this compaction
+    created: dict[str, ObjectRecord] = {}  # its outputs still live
     rows = 0
-    for group in groups:
-        merged = sort_by_key_and_ts(
-            pa.concat_tables([loaded[o.id] for o in group], promote_options="default"), pk
-        )
-        group_bytes = sum(o.bytes for o in group)
-        written += [
-            write_object(
-                store,
-                part,
-                tenant_id=table.tenant_id,
-                table_id=table.id,
-                kind=group[0].kind,
-                fingerprint=group[0].fingerprint,
-                primary_key=pk,
-                created_ts=0,
-            )
-            for part in _split(merged, target_bytes, group_bytes, sum(o.rows for o in group))
-        ]
-        replaced += group
-        rows += merged.num_rows
-    if replaced:
-        _swap(catalog, table, replaced, written)
+    previous: int | None = None
+    while True:
+        with catalog.snapshot() as tx:
+            objects = live_objects(tx, table.id)
+            guard = protection(tx, tenant_by_id(tx, table.tenant_id)) if full else None
+        groups = _all_groups(objects) if full else _groups(objects)
+        inputs = [o for g in groups for o in g]
+        if not inputs:
+            break
+        shape = MergeShape.within(budget, inputs, len(groups))
+        stalled = previous is not None and len(inputs) >= previous
+        if len(inputs) <= shape.fan_in or stalled:
+            if stalled:
+                # Passes cannot shrink the table below its size / target objects:
+                # read them all, each with the smallest batches.
+                log.warning(
+                    "table %s (%s): %d objects exceed the %d a %d MiB budget merges at once; "
+                    "merging them all with the smallest batches",
+                    table.qualified,
+                    table.id,
+                    len(inputs),
+                    shape.fan_in,
+                    budget // MIB,
+                )
+                shape = MergeShape(len(inputs), MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
+            outputs, rows = _merge(store, table, inputs, guard, target_bytes, shape)
+            _swap(catalog, table, inputs, outputs)
+            _account(consumed, created, inputs, outputs)
+            break
+        # Too many to read at once: merge runs of fan_in objects (oldest first)
+        # within each group, keeping every version, and go round again.
+        previous = len(inputs)
+        for group in groups:
+            ordered = sorted(group, key=lambda o: (o.min_ts, o.id))
+            for start in range(0, len(ordered), shape.fan_in):
+                run = ordered[start : start + shape.fan_in]
+                if len(run) < 2:
+                    continue
+                outputs, _ = _merge(store, table, run, None, target_bytes, shape)
+                _swap(catalog, table, run, outputs)
+                _account(consumed, created, run, outputs)
+                log.info(
+                    "table %s (%s): merged a run of %d objects into %d (%d at once)",
+                    table.qualified,
+                    table.id,
+                    len(run),
+                    len(outputs),
+                    shape.fan_in,
+                )
     return CompactionResult(
         table.qualified,
-        len(replaced),
-        len(written),
+        len(consumed),
+        len(created),
         rows,
-        sum(o.bytes for o in replaced),
-        sum(o.bytes for o in written),
+        sum(o.bytes for o in consumed.values()),
+        sum(o.bytes for o in created.values()),
     )
 
 
-def _read_all(store: ObjectStore, objects: list[ObjectRecord]) -> dict[str, pa.Table]:
-    """Read objects in parallel (I/O bound; pyarrow releases the GIL), by id."""
-    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
-        return dict(
-            zip(
-                [o.id for o in objects],
-                pool.map(lambda o: read_object(store, o), objects),
-                strict=True,
+def _account(
+    consumed: dict[str, ObjectRecord],
+    created: dict[str, ObjectRecord],
+    inputs: list[ObjectRecord],
+    outputs: list[ObjectRecord],
+) -> None:
+    """Count a swap: an input this compaction made is no longer one of its outputs."""
+    for record in inputs:
+        if created.pop(record.id, None) is None:
+            consumed[record.id] = record
+    for record in outputs:
+        created[record.id] = record
+
+
+class _Outputs:
+    """Rows of one (kind, fingerprint) group, written as objects of about the target
+    size: each takes as many rows as the group's inputs stored in that many bytes."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        table: TableRecord,
+        inputs: Sequence[ObjectRecord],
+        schema: pa.Schema,
+        target_bytes: int,
+    ) -> None:
+        self.store, self.table, self.first = store, table, inputs[0]
+        self.schema = schema
+        per_row = max(1.0, sum(o.bytes for o in inputs) / max(1, sum(o.rows for o in inputs)))
+        self.capacity = max(1, int(target_bytes / per_row))
+        self.records: list[ObjectRecord] = []
+        self._writer: ObjectWriter | None = None
+        self._id = ""
+
+    def write(self, rows: pa.Table) -> None:
+        while rows.num_rows:
+            if self._writer is None:
+                self._id = new_id()
+                key = object_key(self.table.tenant_id, self.table.id, self.first.kind, self._id)
+                self._writer = ObjectWriter(
+                    self.store, key, self.schema, self.table.schema.primary_key
+                )
+            room = self.capacity - self._writer.rows
+            self._writer.write(rows.slice(0, room))
+            rows = rows.slice(room)
+            if self._writer.rows >= self.capacity:
+                self.close()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            written = writer.finish()
+            self.records.append(
+                record_of(written, self._id, self.first.kind, self.first.fingerprint, 0)
             )
-        )
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+
+
+def _merge(
+    store: ObjectStore,
+    table: TableRecord,
+    inputs: list[ObjectRecord],
+    guard: Protection | None,
+    target_bytes: int,
+    shape: MergeShape,
+) -> tuple[list[ObjectRecord], int]:
+    """Merge ``inputs`` into new objects; (their records, rows kept)."""
+    key_schema = table.schema.key_arrow()
+    pk = list(table.schema.primary_key)
+    kept = 0
+    with ExitStack() as stack:
+        readers = [
+            stack.enter_context(open_object(store, o, buffer_bytes=shape.buffer_bytes))
+            for o in inputs
+        ]
+        members: dict[tuple[str, str], list[int]] = {}
+        for index, record in enumerate(inputs):
+            members.setdefault((record.kind, record.fingerprint), []).append(index)
+        outputs = {
+            group: _Outputs(
+                store,
+                table,
+                [inputs[i] for i in indexes],
+                _group_schema(readers[indexes[0]].schema),
+                target_bytes,
+            )
+            for group, indexes in members.items()
+        }
+        for out in outputs.values():
+            stack.callback(out.abort)
+        sources = [
+            MergeInput(record.kind, reader.batches(batch_bytes=shape.batch_bytes))
+            for record, reader in zip(inputs, readers, strict=True)
+        ]
+        for round_ in merge_rounds(sources, key_schema):
+            events = round_.events
+            if guard is not None:
+                events = events.filter(pa.array(keep_sorted(events, pk, guard)))
+            kept += events.num_rows
+            for group, indexes in members.items():
+                rows = gather(round_, events, indexes, outputs[group].schema)
+                if rows is not None and rows.num_rows:
+                    outputs[group].write(rows)
+        for out in outputs.values():
+            out.close()
+        return [r for out in outputs.values() for r in out.records], kept
+
+
+def count_unneeded(
+    store: ObjectStore,
+    table: TableRecord,
+    objects: list[ObjectRecord],
+    guard: Protection,
+    *,
+    memory: int | None = None,
+) -> dict[str, int]:
+    """Rows of each object a full compaction would drop now (a dry run of its
+    decisions, reading only keys and ``__ts``), by object id."""
+    key_schema = table.schema.key_arrow()
+    pk = list(table.schema.primary_key)
+    shape = MergeShape.within(memory or default_memory(), objects, 0)
+    if shape.fan_in < len(objects):
+        shape = MergeShape(len(objects), MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
+    dropped = np.zeros(len(objects), dtype=np.int64)
+    with ExitStack() as stack:
+        sources = [
+            MergeInput(
+                record.kind,
+                stack.enter_context(
+                    open_object(store, record, buffer_bytes=shape.buffer_bytes)
+                ).batches([*pk, TS], batch_bytes=shape.batch_bytes),
+            )
+            for record in objects
+        ]
+        for round_ in merge_rounds(sources, key_schema):
+            keep = keep_sorted(round_.events, pk, guard)
+            src = round_.events.column(SRC).to_numpy()
+            dropped += np.bincount(src[~keep], minlength=len(objects))
+    return {record.id: int(n) for record, n in zip(objects, dropped, strict=True)}
+
+
+def _group_schema(schema: pa.Schema) -> pa.Schema:
+    """An input's schema with ``__ts`` as every writer stores it (non-null, last)."""
+    fields = [f for f in schema if f.name != TS]
+    return pa.schema([*fields, pa.field(TS, pa.int64(), False)])
 
 
 def _all_groups(objects: list[ObjectRecord]) -> list[list[ObjectRecord]]:
@@ -188,13 +398,20 @@ def compact(
     *,
     target_bytes: int = DEFAULT_TARGET_BYTES,
     full: bool = False,
+    memory: int | None = None,
 ) -> list[CompactionResult]:
     """Compact one table, or every live table of the tenant (see ``compact_table``).
 
     Raises:
         InvalidArgument: ``target_bytes`` is not a whole number of bytes from 1
-            to ``MAX_TARGET_BYTES`` (4 GiB).
+            to ``MAX_TARGET_BYTES`` (4 GiB), or ``memory`` is below 64 MiB.
     """
+    if memory is not None and (
+        isinstance(memory, bool) or not isinstance(memory, int) or memory < MIN_MEMORY
+    ):
+        raise InvalidArgument(
+            f"invalid compaction memory budget {memory!r} bytes: give at least {MIN_MEMORY // MIB} MiB"
+        )
     if (
         isinstance(target_bytes, bool)
         or not isinstance(target_bytes, int)
@@ -202,7 +419,7 @@ def compact(
     ):
         raise InvalidArgument(
             f"invalid compaction target {target_bytes!r} bytes: use 1 to {MAX_TARGET_BYTES:,} "
-            "(4 GiB; readers fetch an object whole)"
+            "(4 GiB)"
         )
     with catalog.snapshot() as tx:
         tenant_rec = active_tenant(tx, tenant)
@@ -215,4 +432,7 @@ def compact(
                 for t in tables_at(tx, tenant_rec, now)
                 if database is None or t.database == database
             ]
-    return [compact_table(catalog, store, t, target_bytes=target_bytes, full=full) for t in tables]
+    return [
+        compact_table(catalog, store, t, target_bytes=target_bytes, full=full, memory=memory)
+        for t in tables
+    ]

@@ -19,18 +19,16 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from tenants.errors import CorruptObject
+from tenants.object_reader import open_object
+from tenants.object_writer import ObjectWriter, WrittenObject
 from tenants.objects import (
     ObjectKind,
     ObjectRecord,
     object_key,
-    row_stats,
     sort_by_key,
     sort_by_key_and_ts,
 )
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import decode, encode
-from tenants.schema import TS
 from tenants.tenancy import new_id
 
 UNSTAMPED = 0
@@ -94,24 +92,31 @@ def _upload(
     *,
     ts: int | None = None,
 ) -> ObjectRecord:
-    """Encode sorted ``rows``, put them at ``key`` and describe them (``ts``: the
-    one ts of rows without a ts column)."""
-    data, checksum = encode(rows)
-    store.put(key, data)
-    stats = row_stats(rows, primary_key, is_sorted=True, ts=ts)
+    """Stream sorted ``rows`` to ``key`` and describe them (``ts``: the one ts of
+    rows without a ts column)."""
+    with ObjectWriter(store, key, rows.schema, primary_key, ts=ts) as writer:
+        writer.write(rows)
+        written = writer.finish()
+    return record_of(written, object_id, kind, fingerprint, created_ts)
+
+
+def record_of(
+    written: WrittenObject, object_id: str, kind: ObjectKind, fingerprint: str, created_ts: int
+) -> ObjectRecord:
+    """The catalog's record of an object an :class:`ObjectWriter` wrote."""
     return ObjectRecord(
         id=object_id,
-        key=key,
+        key=written.key,
         kind=kind,
         fingerprint=fingerprint,
-        rows=stats.rows,
-        bytes=len(data),
-        min_ts=stats.min_ts,
-        max_ts=stats.max_ts,
-        min_pk=stats.min_pk,
-        max_pk=stats.max_pk,
+        rows=written.rows,
+        bytes=written.bytes,
+        min_ts=written.min_ts,
+        max_ts=written.max_ts,
+        min_pk=written.min_pk,
+        max_pk=written.max_pk,
         sorted=True,
-        checksum=checksum,
+        checksum=written.checksum,
         created_ts=created_ts,
     )
 
@@ -124,23 +129,8 @@ def stamp(record: ObjectRecord, ts: int) -> ObjectRecord:
 def read_object(store: ObjectStore, record: ObjectRecord) -> pa.Table:
     """The object's rows with their ``__ts``, after checking its size and checksum.
 
-    A commit object's rows get the ts its record carries (see the module doc).
+    Whole, in memory: for callers that need every row at once (small objects,
+    the in-memory oracle paths). Streaming callers use ``open_object``.
     """
-    data = store.get(record.key)
-    where = f"{store.warehouse.uri}/{record.key}"
-    if len(data) != record.bytes:
-        raise CorruptObject(
-            f"object {where} has {len(data)} bytes, the catalog records {record.bytes}"
-        )
-    rows = decode(data, where, record.checksum)
-    if TS in rows.column_names:
-        return rows
-    if record.min_ts != record.max_ts:
-        raise CorruptObject(
-            f"object {where} has no {TS} column, but the catalog records rows from ts "
-            f"{record.min_ts} to {record.max_ts}: only one commit's rows may inherit their ts"
-        )
-    return rows.append_column(
-        pa.field(TS, pa.int64(), False),
-        pa.repeat(pa.scalar(record.min_ts, pa.int64()), rows.num_rows),
-    )
+    with open_object(store, record) as reader:
+        return reader.read_all()

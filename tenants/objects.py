@@ -8,13 +8,11 @@ range, key range, sortedness and checksum.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 # The catalog's statements on objects and membership are re-exported (``as``): the
 # writers import them from here (tenants.catalog.objects imports no domain code).
@@ -70,22 +68,6 @@ class ObjectRecord:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class RowStats:
-    """Statistics of an object's rows, computed before it is registered."""
-
-    rows: int
-    min_ts: int
-    max_ts: int
-    min_pk: str
-    max_pk: str
-    sorted: bool
-
-
-def _key_json(table: pa.Table, index: int, primary_key: Sequence[str]) -> str:
-    return json.dumps([table.column(k)[index].as_py() for k in primary_key], default=str)
-
-
 def sort_by_key_and_ts(table: pa.Table, primary_key: Sequence[str]) -> pa.Table:
     return table.sort_by([(k, "ascending") for k in primary_key] + [(TS, "ascending")])
 
@@ -93,34 +75,6 @@ def sort_by_key_and_ts(table: pa.Table, primary_key: Sequence[str]) -> pa.Table:
 def sort_by_key(table: pa.Table, primary_key: Sequence[str]) -> pa.Table:
     """One commit's rows (a key appears once) in key order."""
     return table.sort_by([(k, "ascending") for k in primary_key])
-
-
-def row_stats(
-    table: pa.Table, primary_key: Sequence[str], *, is_sorted: bool, ts: int | None = None
-) -> RowStats:
-    """Stats of a non-empty table; ``is_sorted`` promises rows are in (pk, ts) order.
-
-    ``ts`` gives the one ts of rows that have no ts column (a commit object).
-    """
-    if ts is None:
-        bounds = pc.min_max(table.column(TS))
-        low, high = int(bounds["min"].as_py()), int(bounds["max"].as_py())
-    else:
-        low = high = ts
-    if is_sorted:
-        first, last = 0, table.num_rows - 1
-        keys = table
-    else:
-        keys = table.select(list(primary_key)).sort_by([(k, "ascending") for k in primary_key])
-        first, last = 0, keys.num_rows - 1
-    return RowStats(
-        rows=table.num_rows,
-        min_ts=low,
-        max_ts=high,
-        min_pk=_key_json(keys, first, primary_key),
-        max_pk=_key_json(keys, last, primary_key),
-        sorted=is_sorted,
-    )
 
 
 def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:

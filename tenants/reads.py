@@ -1,27 +1,34 @@
-"""Reads at a time T: a plan from the catalog, then a local (threaded) execution.
+"""Reads at a time T: a plan from the catalog, then a local, streamed execution.
 
 The plan is the table as of T, its schema as of T, and the current members
 whose ts range starts at or before T (later objects cannot hold events <= T).
 Reads use the current membership: compaction keeps every version a protected
 time needs, so replaced objects are never consulted.
+
+The local execution is a k-way merge of the plan's objects (tenants.merge):
+each round holds every event of its keys, so MVCC resolves round by round and
+visible rows come out in key order, a round at a time. Memory is a batch per
+object; a reader that wants the first N rows stops after N.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tenants.catalog import Catalog
 from tenants.lineage import require_data, resolve_point
-from tenants.mvcc import project, resolve
-from tenants.object_io import read_object
+from tenants.merge import MergeInput, gather, last_of_each_key, merge_rounds
+from tenants.mvcc import IS_DATA, project
+from tenants.object_reader import ObjectReader, open_object
 from tenants.objects import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
+from tenants.schema import TS, TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, find_table, find_tenant
-
-READ_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -59,24 +66,75 @@ def plan_read(
     return ReadPlan(tenant_rec, table_rec, ts, objects)
 
 
-def load_events(
-    store: ObjectStore, plan: ReadPlan, threads: int = READ_THREADS
-) -> tuple[list[pa.Table], list[pa.Table]]:
-    """Fetch and project every object of the plan: (data tables, tombstone tables)."""
+def read_local(store: ObjectStore, plan: ReadPlan) -> pa.Table:
+    """Visible rows of the plan's table at its time, sorted by primary key (all of them,
+    in memory: :func:`stream_visible` hands them over a round at a time)."""
+    target = plan.table.schema.arrow()
+    return pa.Table.from_batches(
+        [b for t in stream_visible(store, plan) for b in t.to_batches()], schema=target
+    )
+
+
+def stream_visible(
+    store: ObjectStore, plan: ReadPlan, *, limit: int | None = None
+) -> Iterator[pa.Table]:
+    """Visible rows of the plan's table at its time, in primary-key order, a round
+    at a time (see the module doc).
+
+    With ``limit``, at most that many rows, read in small batches and without
+    each object's whole-file checksum (a partial read cannot have it; every
+    page read is still CRC-checked): the first rows of a huge table come after
+    reading a little of each object, not all of it.
+    """
     schema = plan.table.schema
+    target = schema.arrow()
+    key_schema = schema.key_arrow()
+    pk = list(schema.primary_key)
+    batch_rows = None if limit is None else max(1024, min(limit + 1, 64 * 1024))
+    left = limit
+    if left == 0 or not plan.objects:
+        return
+    with ExitStack() as stack:
+        sources = []
+        data_sources = []
+        for index, record in enumerate(plan.objects):
+            reader = stack.enter_context(open_object(store, record, verify=limit is None))
+            keys_only = record.kind == "tomb"
+            sources.append(
+                MergeInput(
+                    record.kind,
+                    _events_at(reader, schema, plan.as_of, keys_only, batch_rows),
+                )
+            )
+            if not keys_only:
+                data_sources.append(index)
+        projected = pa.schema([*target, pa.field(TS, pa.int64(), False)])
+        for round_ in merge_rounds(sources, key_schema):
+            events = round_.events
+            visible = pc.and_(last_of_each_key(events, pk), events.column(IS_DATA))
+            rows = gather(round_, events.filter(visible), data_sources, projected)
+            if rows is None or rows.num_rows == 0:
+                continue
+            rows = rows.select(schema.names).cast(target)
+            if left is not None:
+                if rows.num_rows > left:
+                    rows = rows.slice(0, left)
+                left -= rows.num_rows
+            yield rows
+            if left == 0:
+                return
 
-    def load(record: ObjectRecord) -> tuple[str, pa.Table]:
-        rows = read_object(store, record)
-        return record.kind, project(rows, schema, keys_only=record.kind == "tomb")
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        loaded = list(pool.map(load, plan.objects))
-    data = [t for kind, t in loaded if kind == "data"]
-    tombs = [t for kind, t in loaded if kind == "tomb"]
-    return data, tombs
-
-
-def read_local(store: ObjectStore, plan: ReadPlan, threads: int = READ_THREADS) -> pa.Table:
-    """Visible rows of the plan's table at its time, sorted by primary key."""
-    data, tombs = load_events(store, plan, threads)
-    return resolve(data, tombs, plan.table.schema, plan.as_of)
+def _events_at(
+    reader: ObjectReader,
+    schema: TableSchema,
+    as_of: int,
+    keys_only: bool,
+    batch_rows: int | None,
+) -> Iterator[pa.RecordBatch]:
+    """An object's events at or before ``as_of``, conformed to ``schema``."""
+    for batch in reader.batches(batch_rows=batch_rows):
+        rows = pa.Table.from_batches([batch])
+        rows = rows.filter(pc.less_equal(rows.column(TS), as_of))
+        if rows.num_rows:
+            yield from project(rows, schema, keys_only=keys_only).to_batches()

@@ -49,8 +49,22 @@ def keep_masks(
     events = pa.concat_tables(parts)
     order = [(k, "ascending") for k in pk] + [(TS, "ascending"), (IS_DATA, "ascending")]
     events = events.sort_by(order)
+    keep = keep_sorted(events, pk, protection)
+
+    masks = [np.zeros(rows.num_rows, dtype=bool) for _, rows in objects]
+    src = events.column(_SRC).to_numpy()
+    row = events.column(_ROW).to_numpy()
+    for index, mask in enumerate(masks):
+        mine = src == index
+        mask[row[mine]] = keep[mine]
+    return masks
+
+
+def keep_sorted(events: pa.Table, pk: Sequence[str], protection: Protection) -> np.ndarray:
+    """Which events to keep, for events sorted by (pk, ts, data after tombstone)
+    that hold every event of each of their keys (a whole table, or a merge round)."""
     n = events.num_rows
-    same_as_next = _same_key_as_next(events, pk)
+    same_as_next = _same_key_as_next(events, list(pk))
     ts = events.column(TS).to_numpy()
     is_data = events.column(IS_DATA).to_numpy(zero_copy_only=False)
     next_ts = np.full(n, NEVER, dtype=np.int64)
@@ -64,15 +78,7 @@ def keep_masks(
     starts[1:] = ~same_as_next
     key_index = np.cumsum(starts) - 1
     before_in_key = before - before[np.flatnonzero(starts)][key_index]
-    keep = np.where(is_data, keep, before_in_key > 0)
-
-    masks = [np.zeros(rows.num_rows, dtype=bool) for _, rows in objects]
-    src = events.column(_SRC).to_numpy()
-    row = events.column(_ROW).to_numpy()
-    for index, mask in enumerate(masks):
-        mine = src == index
-        mask[row[mine]] = keep[mine]
-    return masks
+    return np.where(is_data, keep, before_in_key > 0)
 
 
 def _same_key_as_next(events: pa.Table, pk: list[str]) -> np.ndarray:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tenants import allocator
 from tenants.errors import ClusterMisconfigured, InvalidArgument
 
 DEFAULT_MASTER = "local[2]"
@@ -182,6 +183,9 @@ def _defaults(for_tests: bool) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "4" if for_tests else "32",
         "spark.driver.memory": "2g",
         "spark.python.worker.reuse": "true",
+        # Executors' Python workers may load pyarrow before Rewind's code
+        # (tenants.allocator): give them the allocator setting from the start.
+        **{f"spark.executorEnv.{k}": v for k, v in allocator.ENVIRONMENT.items()},
     }
 
 

@@ -7,7 +7,7 @@ tests all go through the same code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ from tenants.catalog.base import Clock, wall_clock_us
 from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
 from tenants.lineage import resolve_point
+from tenants.loads import load
 from tenants.objects import ObjectRecord, tenant_objects
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.pitr import PitrWindow, get_pitr, set_pitr
@@ -279,6 +280,17 @@ class TableStore:
             return read_spark(self.objects, plan)
         return read_local(self.objects, plan)
 
+    def load(
+        self,
+        tenant: str,
+        database: str,
+        table: str,
+        batches: Iterable[pa.Table | pa.RecordBatch],
+    ) -> WriteResult:
+        """Upsert rows that arrive in batches, as one commit, in bounded memory
+        (:func:`tenants.loads.load`)."""
+        return load(self.catalog, self.objects, tenant, database, table, batches)
+
     def compact(
         self,
         tenant: str,
@@ -287,8 +299,10 @@ class TableStore:
         *,
         target_bytes: int = DEFAULT_TARGET_BYTES,
         full: bool = False,
+        memory: int | None = None,
     ) -> list[CompactionResult]:
-        """Merge objects; ``full=True`` also drops versions no protected time needs."""
+        """Merge objects; ``full=True`` also drops versions no protected time needs;
+        ``memory`` bounds the bytes a merge holds (default: tenants.compaction)."""
         return compact(
             self.catalog,
             self.objects,
@@ -297,6 +311,7 @@ class TableStore:
             table,
             target_bytes=target_bytes,
             full=full,
+            memory=memory,
         )
 
     def objects_of(self, tenant: str) -> list[tuple[str, ObjectRecord]]:

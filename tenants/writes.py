@@ -346,7 +346,7 @@ def prepare_commit(
                 )
             )
     except Exception:
-        _discard(store, uploaded)
+        discard_uploads(store, uploaded)
         raise
     return PreparedCommit(
         tenant_rec,
@@ -377,7 +377,7 @@ def install_prepared(
             result = install_commit(tx, prepared, tenant_ref, expected_change)
     except Exception:
         if result is None:
-            _discard(store, prepared.objects)
+            discard_uploads(store, prepared.objects)
         raise
     return result
 
@@ -435,7 +435,7 @@ def install_commit(
     )
 
 
-def _discard(store: ObjectStore, records: Sequence[ObjectRecord]) -> None:
+def discard_uploads(store: ObjectStore, records: Sequence[ObjectRecord]) -> None:
     """Delete uploads no catalog row names (best effort: GC removes what is left)."""
     if not records:
         return

@@ -235,6 +235,12 @@ class FailPutWhere:
             raise SimulatedCrash(f"crash at put {key}")
         self.inner.put(key, data)
 
+    def open_output(self, key: str) -> Any:
+        if self.predicate(key):
+            self.failed.append(key)
+            raise SimulatedCrash(f"crash at put {key}")
+        return self.inner.open_output(key)
+
     def list(self, prefix: str) -> Iterator[Any]:
         return self.inner.list(prefix)
 

@@ -9,6 +9,14 @@ seeing each other. PostgreSQL catalogs live in one throwaway database per run
 from __future__ import annotations
 
 import os
+
+# Before any tenants module is imported: tiny row groups and batches, so every
+# object of the tests spans several and every streaming path crosses their
+# boundaries; and every streamed write checks its rows' order. Subprocesses
+# (CLI runs, Spark workers) inherit them.
+os.environ.setdefault("REWIND_ROW_GROUP_ROWS", "40")
+os.environ.setdefault("REWIND_BATCH_ROWS", "16")
+os.environ.setdefault("REWIND_CHECK_ORDER", "1")
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path

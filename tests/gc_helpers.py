@@ -154,6 +154,10 @@ class RecordingStore:
         if self.crash_after_put:
             raise SimulatedCrash(f"crash after uploading {key}")
 
+    def open_output(self, key: str) -> Any:
+        self.puts.append(key)
+        return _CrashAfterCommit(self.inner.open_output(key), key, self.crash_after_put)
+
     def delete_many(self, keys: Iterable[str]) -> int:
         batch = list(keys)
         self.deletes.append(batch)
@@ -165,6 +169,21 @@ class RecordingStore:
             self.crash_after_delete = False
             raise SimulatedCrash(f"crash after deleting {len(batch)} key(s)")
         return deleted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _CrashAfterCommit:
+    """A streamed write that (if ``crash``) dies just after its object is published."""
+
+    def __init__(self, inner: Any, key: str, crash: bool) -> None:
+        self.inner, self.key, self.crash = inner, key, crash
+
+    def commit(self) -> None:
+        self.inner.commit()
+        if self.crash:
+            raise SimulatedCrash(f"crash after uploading {self.key}")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

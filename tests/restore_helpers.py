@@ -164,7 +164,8 @@ class SimulatedCrash(BaseException):
 
 
 class WrappedObjectStore:
-    """The real object store, recording puts; optionally the N-th put or some lists fail."""
+    """The real object store, recording puts (whole or streamed); optionally the N-th put
+    or some lists fail."""
 
     def __init__(
         self,
@@ -183,13 +184,21 @@ class WrappedObjectStore:
         self.lists: list[str] = []
         self._lock = threading.Lock()
 
-    def put(self, key: str, data: bytes) -> None:
+    def _count_put(self, key: str) -> None:
         with self._lock:
             self.puts.append(key)
             failing = self.fail_put_at is not None and len(self.puts) == self.fail_put_at
         if failing:
             raise self.error(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._count_put(key)
         self.inner.put(key, data)
+
+    def open_output(self, key: str) -> Any:
+        """A streamed write counts as a put, failing (if chosen) before any byte."""
+        self._count_put(key)
+        return self.inner.open_output(key)
 
     def list(self, prefix: str) -> Iterator[Any]:
         self.lists.append(prefix)

@@ -36,6 +36,10 @@ class SlowPuts:
         time.sleep(self.delay)
         self.inner.put(key, data)
 
+    def open_output(self, key: str) -> Any:
+        time.sleep(self.delay)
+        return self.inner.open_output(key)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 

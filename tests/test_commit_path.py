@@ -49,18 +49,39 @@ def two_stores(
     second.close()
 
 
+class _Landed:
+    """A streamed write whose ``after(key)`` runs once its bytes have landed."""
+
+    def __init__(self, inner: Any, key: str, after: Callable[[str], None]) -> None:
+        self.inner, self.key, self.after = inner, key, after
+
+    def commit(self) -> None:
+        self.inner.commit()
+        self.after(self.key)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def after_uploads(store: TableStore, after: Callable[[str], None]) -> None:
+    """Call ``after(key)`` inside every object upload of ``store``, once the bytes land."""
+    open_output = store.objects.open_output
+
+    def hooked(key: str) -> Any:
+        return _Landed(open_output(key), key, after)
+
+    store.objects.open_output = hooked  # type: ignore[method-assign]
+
+
 def during_upload(store: TableStore, action: Callable[[], Any], times: int = 1) -> list[Any]:
     """Run ``action`` inside the next ``times`` uploads of ``store`` (after the bytes land)."""
     results: list[Any] = []
-    put = store.objects.put
 
-    def hooked(key: str, data: bytes) -> Any:
-        done = put(key, data)
+    def hook(key: str) -> None:
         if key.startswith("tenants/") and len(results) < times:
             results.append(action())
-        return done
 
-    store.objects.put = hooked  # type: ignore[method-assign]
+    after_uploads(store, hook)
     return results
 
 
@@ -74,15 +95,12 @@ def test_other_tenant_commands_run_while_a_commit_uploads(
     other.write("b", "db", "t", upserts=rows(range(3)))
     release = threading.Event()
     uploading = threading.Event()
-    put = writer.objects.put
 
-    def slow_put(key: str, data: bytes) -> Any:
-        done = put(key, data)
+    def slow(key: str) -> None:
         uploading.set()
         assert release.wait(60), "the test never released the upload"
-        return done
 
-    writer.objects.put = slow_put  # type: ignore[method-assign]
+    after_uploads(writer, slow)
     load = threading.Thread(target=lambda: writer.write("a", "db", "t", upserts=rows(range(100))))
     load.start()
     try:

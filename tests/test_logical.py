@@ -53,6 +53,7 @@ from engine.logical.manifest import (
     FORMAT,
     FORMAT_VERSION,
     MANIFEST,
+    chain_hash,
     read_manifest,
     verify_dump,
 )
@@ -74,6 +75,7 @@ from tenants.errors import (
     ObjectMissing,
 )
 from tenants.parquet_codec import content_hash
+from tenants.row_hash import rows_hash
 from tenants.store import TableStore
 
 ROOT = "dumps/acme-mon"
@@ -154,7 +156,7 @@ def test_manifest_records_format_source_time_ddl_counts_hashes_and_file_sizes(
     manifest = read_manifest(store.objects, ROOT)
     assert manifest == written
     raw = json.loads(store.objects.get(f"{ROOT}/{MANIFEST}"))
-    assert (raw["format"], raw["format_version"]) == (FORMAT, FORMAT_VERSION) == ("rewind-dump", 2)
+    assert (raw["format"], raw["format_version"]) == (FORMAT, FORMAT_VERSION) == ("rewind-dump", 3)
     acme = store.tenant("acme")
     assert (manifest.dump_id, manifest.source_tenant, manifest.source_tenant_id) == (
         "d1",
@@ -176,7 +178,11 @@ def test_manifest_records_format_source_time_ddl_counts_hashes_and_file_sizes(
         )
         rows = store.read("acme", DB, table.name, "mon")
         assert table.rows == rows.num_rows == len(AT_MON[table.qualified])
-        assert table.content_hash == content_hash(rows, list(schema.primary_key))
+        assert table.hash_kind == "row-parts"
+        assert table.content_hash == chain_hash(
+            [rows_hash(file_table(store, f.path)) for f in table.files]
+        )
+        assert table.content_hash == table.hash_of(rows)
         assert sum(f.rows for f in table.files) == table.rows
         for entry in table.files:
             data = store.objects.get(f"{ROOT}/{entry.path}")
@@ -230,8 +236,8 @@ def test_small_target_size_splits_a_table_into_several_sorted_parts(
 def test_dump_with_the_spark_reader_equals_the_local_one(
     store: TableStore, source: Source, spark: Any
 ) -> None:
-    """Spark's executors write the files (one per key range) and a "parts" hash;
-    the rows, in key order, are the local dump's, and the dump reloads."""
+    """Spark's executors write the files (one per key range), each hashed as it
+    streams; the rows, in key order, are the local dump's, and the dump reloads."""
     local = dump(store)
     spark_dump = dump_tenant(
         store, "acme", "mon", store.objects, "dumps/spark", reader="spark", target_bytes=64
@@ -240,7 +246,7 @@ def test_dump_with_the_spark_reader_equals_the_local_one(
         (t.qualified, t.rows) for t in local.tables
     ]
     for ours, theirs in zip(spark_dump.tables, local.tables, strict=True):
-        assert (ours.hash_kind, theirs.hash_kind) == ("parts", "table")
+        assert (ours.hash_kind, theirs.hash_kind) == ("row-parts", "row-parts")
         rows = [r for f in ours.files for r in file_table(store, f.path, "dumps/spark").to_pylist()]
         assert rows == AT_MON[ours.qualified]
         assert ours.hash_of(store.read("acme", DB, ours.name, "mon")) == ours.content_hash
@@ -603,11 +609,14 @@ def _put_manifest(store: TableStore, raw: dict[str, Any]) -> None:
 
 
 def test_a_version_1_dump_still_loads(store: TableStore, source: Source) -> None:
-    """Dumps (and logical backups) written before "parts" hashes existed."""
+    """Dumps (and logical backups) written before "parts" hashes existed: one legacy
+    content hash of each whole table."""
     dump(store)
     raw = _manifest_json(store)
     for table in raw["tables"]:
-        assert table.pop("hash_kind") == "table"
+        assert table.pop("hash_kind") == "row-parts"
+        rows = store.read("acme", DB, table["name"], "mon")
+        table["content_hash"] = content_hash(rows, json.loads(table["primary_key_json"]))
     _put_manifest(store, raw | {"format_version": 1})
     reload_dump(store, store.objects, ROOT, target_name="copy")
     assert reads(store, "copy") == AT_MON

@@ -8,6 +8,7 @@ name is rejected before any I/O: not even the catalog file gets created.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import typer
@@ -100,3 +101,28 @@ def resolve_as_of(store: TableStore, tenant: str, text: str) -> int:
         UnprotectedTime: the time is outside every snapshot and PITR window.
     """
     return store.resolve_time(tenant, text)
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tib": 1 << 40,
+}
+
+
+def size_arg(text: str, option: str) -> int:
+    """Bytes from ``512MiB``, ``2G``, ``1.5GiB`` or a plain number of bytes (units of 1024)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _UNITS:
+        raise InvalidArgument(
+            f"invalid {option} {text!r}: give a size such as 512MiB, 2GiB or a number of bytes"
+        )
+    return int(float(match.group(1)) * _UNITS[unit])

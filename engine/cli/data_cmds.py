@@ -7,6 +7,7 @@ rejects them — writing nothing — if they do not fit.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
@@ -18,15 +19,17 @@ import pyarrow.parquet as pq
 import typer
 
 from engine.cli import render
-from engine.cli.context import cli_state, resolve_as_of, table_arg, tenant_arg
-from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES
+from engine.cli.context import cli_state, resolve_as_of, size_arg, table_arg, tenant_arg
+from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.errors import InvalidArgument
+from tenants.reads import stream_visible
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tenants.times import format_ts
 
 MIB = 1024 * 1024
 CSV_MAX_ROW_BYTES = 1024 * MIB
+CSV_BLOCK_BYTES = MIB  # a streamed CSV's read block (rows longer than it: see load)
 TABLE_VIEW_LIMIT = 100
 CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zst")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -85,6 +88,89 @@ def read_file(path: Path, target: pa.Schema) -> pa.Table:
     )
 
 
+class _RowTooLong(InvalidArgument):
+    """A CSV row longer than the reader's block (see ``read_batches``)."""
+
+
+def read_batches(
+    path: Path, target: pa.Schema, block_bytes: int = CSV_BLOCK_BYTES
+) -> Iterator[pa.Table]:
+    """A Parquet or CSV file as batches, for a streamed load (tenants.loads).
+
+    CSV follows :func:`read_file`'s rules, with one difference that streaming
+    forces: a streaming reader fixes each column's type from its first block,
+    so a column the table has is read as text and cast by the write path
+    (``007`` stays text in a text column; ``1.5`` after a block of integers is
+    not an error). Columns the table lacks keep an inferred type, and the write
+    path names them.
+
+    Raises:
+        InvalidArgument: unknown extension, a parse error, a repeated column
+            (``_RowTooLong`` for a row longer than ``block_bytes``).
+    """
+    name = path.name.lower()
+    try:
+        if name.endswith(PARQUET_SUFFIXES):
+            parquet = pq.ParquetFile(path)
+            _unique_names(path, parquet.schema_arrow.names)
+            for batch in parquet.iter_batches(batch_size=64 * 1024):
+                yield pa.Table.from_batches([batch])
+            return
+        if name.endswith(CSV_SUFFIXES):
+            types = {f.name: _csv_type(f.type) for f in target}
+            reader = pa_csv.open_csv(
+                path,
+                read_options=pa_csv.ReadOptions(block_size=block_bytes, use_threads=False),
+                convert_options=_csv_convert(types),
+            )
+            _unique_names(path, reader.schema.names)
+            for batch in reader:
+                yield pa.Table.from_batches([batch])
+            return
+    except (pa.ArrowInvalid, OSError) as e:
+        if "straddl" in str(e):
+            if block_bytes >= CSV_MAX_ROW_BYTES:
+                raise InvalidArgument(
+                    f"cannot read {path}: a row is longer than {CSV_MAX_ROW_BYTES // MIB} MiB; "
+                    "load such values from a Parquet file"
+                ) from e
+            raise _RowTooLong(f"cannot read {path}: a row is longer than a block") from e
+        raise InvalidArgument(f"cannot read {path}: {_short(str(e))}") from e
+    raise InvalidArgument(
+        f"cannot tell the format of {path}: use a file ending in "
+        f"{', '.join(PARQUET_SUFFIXES + CSV_SUFFIXES)}"
+    )
+
+
+def _csv_type(kind: pa.DataType) -> pa.DataType:
+    """How a table column is read from CSV: text as itself (binary as text), the rest as text
+    for the write path to cast."""
+    return (
+        pa.string()
+        if pa.types.is_binary(kind)
+        else (kind if pa.types.is_string(kind) or pa.types.is_large_string(kind) else pa.string())
+    )
+
+
+def _csv_convert(types: dict[str, pa.DataType]) -> pa_csv.ConvertOptions:
+    return pa_csv.ConvertOptions(
+        column_types=types,
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+    )
+
+
+def _unique_names(path: Path, names: list[str]) -> None:
+    """Refuse a file naming a column twice: which of the two would be the value?"""
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidArgument(
+            f"cannot load {path}: column(s) {repeated} appear more than once in its header; "
+            "give each column once"
+        )
+
+
 def _read_csv(path: Path, target: pa.Schema) -> pa.Table:
     text_types = {
         f.name: pa.string() if pa.types.is_binary(f.type) else f.type
@@ -93,12 +179,7 @@ def _read_csv(path: Path, target: pa.Schema) -> pa.Table:
         or pa.types.is_large_string(f.type)
         or pa.types.is_binary(f.type)
     }
-    convert = pa_csv.ConvertOptions(
-        column_types=text_types,
-        null_values=[""],
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=False,
-    )
+    convert = _csv_convert(text_types)
     try:
         return pa_csv.read_csv(path, convert_options=convert)
     except pa.ArrowInvalid as e:
@@ -123,14 +204,7 @@ def _read_csv(path: Path, target: pa.Schema) -> pa.Table:
 
 
 def _unique_columns(path: Path, rows: pa.Table) -> pa.Table:
-    """Refuse a file naming a column twice: which of the two would be the value?"""
-    names = rows.column_names
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise InvalidArgument(
-            f"cannot load {path}: column(s) {repeated} appear more than once in its header; "
-            "give each column once"
-        )
+    _unique_names(path, rows.column_names)
     return rows
 
 
@@ -149,13 +223,17 @@ def _schema(store: TableStore, tenant: str, database: str, table: str) -> TableS
 
 
 def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -> None:
-    """Upsert every row of FILE into the table, in one commit."""
+    """Upsert every row of FILE into the table, in one commit (streamed: any size)."""
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
     store = state.store()
-    rows = read_file(file, _schema(store, tenant, database, name).arrow())
-    result = store.write(tenant, database, name, upserts=rows)
+    target = _schema(store, tenant, database, name).arrow()
+    try:
+        result = store.load(tenant, database, name, read_batches(file, target))
+    except _RowTooLong:
+        # Rare: a row longer than a block. Again, with blocks as large as we accept.
+        result = store.load(tenant, database, name, read_batches(file, target, CSV_MAX_ROW_BYTES))
     if state.json:
         render.emit_json(render.write_json(tenant, table, result))
     else:
@@ -240,17 +318,29 @@ def query(
     store = state.store()
     # Pin "now" to a ts, so the title names exactly the time that was read.
     ts = store.now() if as_of is None else resolve_as_of(store, tenant, as_of)
-    rows = store.read(tenant, database, name, ts, reader=reader.value)
     if limit is None and not state.json:
         limit = TABLE_VIEW_LIMIT
-    # Any limit past the row count shows every row (slice() wants a C long).
-    shown = rows if limit is None else rows.slice(0, min(limit, rows.num_rows))
+    plan = store.plan_read(tenant, database, name, ts)
+    if reader is ReaderChoice.spark:
+        whole = store.read(tenant, database, name, ts, reader="spark")
+        keep = whole.num_rows if limit is None else min(limit + 1, whole.num_rows)
+        parts: Iterable[pa.Table] = [whole.slice(0, keep)]
+    else:
+        # One row past the limit tells whether the limit left rows out.
+        parts = stream_visible(store.objects, plan, limit=None if limit is None else limit + 1)
+    if state.json and limit is None:
+        render.emit_rows_json(parts)  # streamed: never the whole result at once
+        return
+    assert limit is not None
+    rows = pa.Table.from_batches(
+        [b for part in parts for b in part.to_batches()], schema=plan.table.schema.arrow()
+    )
+    shown = rows.slice(0, min(limit, rows.num_rows))  # slice() wants a C long
     if state.json:
         render.emit_rows_json(shown)
     else:
-        render.show(
-            render.rows_table(f"{tenant}/{table} as of {format_ts(ts)}", shown, rows.num_rows, ts)
-        )
+        title = f"{tenant}/{table} as of {format_ts(ts)}"
+        render.show(render.rows_table(title, shown, rows.num_rows > limit, ts))
 
 
 def compact(
@@ -265,8 +355,17 @@ def compact(
     target_mb: Annotated[
         float, typer.Option("--target-mb", help="Target size of merged objects, in MiB.")
     ] = DEFAULT_TARGET_BYTES / MIB,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory",
+            help="Memory a merge may use, e.g. 512MiB or 2GiB "
+            "(default: a quarter of RAM, at most 1 GiB).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Merge each table's objects into few large objects sorted by (key, ts)."""
+    """Merge each table's objects into few large objects sorted by (key, ts), streaming."""
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table) if table is not None else (None, None)
@@ -276,8 +375,11 @@ def compact(
             f"invalid --target-mb {target_mb}: use a size above 0 and at most "
             f"{MAX_TARGET_BYTES // MIB} MiB"
         )
+    budget = size_arg(memory, "--memory") if memory is not None else None
+    if budget is not None and budget < MIN_MEMORY:
+        raise InvalidArgument(f"invalid --memory {memory!r}: give at least {MIN_MEMORY // MIB} MiB")
     results = state.store().compact(
-        tenant, database, name, target_bytes=max(1, int(target_mb * MIB))
+        tenant, database, name, target_bytes=max(1, int(target_mb * MIB)), memory=budget
     )
     if state.json:
         render.emit_json([asdict(r) for r in results])

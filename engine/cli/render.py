@@ -134,13 +134,21 @@ def emit_json(value: Any) -> None:
     print(json_text(value, indent=2))
 
 
-def emit_rows_json(rows: pa.Table) -> None:
-    """Rows as a JSON array with one row object per line: one document, yet grep-able."""
-    if _may_hold_floats(rows.schema):
-        lines = [json_text(row) for row in rows.to_pylist()]
-    else:  # no float anywhere: skip the walk over every value
-        lines = [json.dumps(row, default=json_default, allow_nan=False) for row in rows.to_pylist()]
-    print("[\n" + ",\n".join(lines) + "\n]" if lines else "[]")
+def emit_rows_json(rows: pa.Table | Iterable[pa.Table]) -> None:
+    """Rows as a JSON array with one row object per line: one document, yet grep-able.
+
+    Given an iterable of tables (a streamed read), each is printed as it comes,
+    so the whole result is never held."""
+    first = True
+    for part in [rows] if isinstance(rows, pa.Table) else rows:
+        if _may_hold_floats(part.schema):
+            lines = [json_text(row) for row in part.to_pylist()]
+        else:  # no float anywhere: skip the walk over every value
+            lines = [json.dumps(r, default=json_default, allow_nan=False) for r in part.to_pylist()]
+        if lines:
+            sys.stdout.write(("[\n" if first else ",\n") + ",\n".join(lines))
+            first = False
+    print("[]" if first else "\n]")
 
 
 def _may_hold_floats(schema: pa.Schema) -> bool:
@@ -277,12 +285,13 @@ def objects_table(tenant: str, objects: Sequence[tuple[str, ObjectRecord]]) -> T
     return table
 
 
-def rows_table(title: str, rows: pa.Table, total: int, ts: int) -> Table:
-    """Query results read at ``ts``; ``total`` is the row count before any ``--limit``."""
+def rows_table(title: str, rows: pa.Table, more: bool, ts: int) -> Table:
+    """Query results read at ``ts``; ``more``: the ``--limit`` left rows out (a limited
+    read stops there, so it does not know how many)."""
     shown = (
-        f"{_count(rows.num_rows)} of {_count(total)} rows"
-        if rows.num_rows < total
-        else f"{_count(total)} rows"
+        f"first {_count(rows.num_rows)} rows, more follow"
+        if more
+        else f"{_count(rows.num_rows)} rows"
     )
     table = _table(title, f"{shown}, ts {ts}")
     for field in rows.schema:

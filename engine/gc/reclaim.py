@@ -4,7 +4,8 @@ Dropped snapshots and a moving PITR window free versions only on paper; full
 compaction is what rewrites the objects without them. GC asks, per live table
 of every active tenant, what fraction of stored rows full compaction would
 drop, and runs it where that fraction reaches a threshold. Measuring reads
-every object of the table (its keys and ``__ts``), so it costs a scan.
+every object of the table (its keys and ``__ts``, streamed through the merge
+full compaction uses), so it costs a scan, not the table's size in memory.
 
 One damaged object (missing, size or checksum mismatch, unreadable Parquet)
 does not stop the scan: its table is reported as not measured, naming the
@@ -17,16 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from tenants.catalog import Catalog
-from tenants.compaction import CompactionResult, compact_table
+from tenants.compaction import CompactionResult, compact_table, count_unneeded
 from tenants.errors import CorruptObject, ObjectMissing
-from tenants.object_io import read_object
-from tenants.objects import ObjectKind, ObjectRecord, live_objects
+from tenants.object_reader import open_object
+from tenants.objects import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
 from tenants.protection import Protection, protection
-from tenants.retention import keep_masks
 from tenants.tenancy import TableRecord, list_tenants, tables_at
 
 DEFAULT_THRESHOLD = 0.2
@@ -68,31 +66,35 @@ def measure(
     A table with a damaged object is not measured: which versions its other
     objects may drop depends on the rows the damaged one holds.
     """
-    loaded, damaged = read_checked(store, tenant, table, objects)
-    if damaged:
+    try:
+        unneeded = count_unneeded(store, table, objects, guard)
+    except (CorruptObject, ObjectMissing) as e:
+        damaged = find_damaged(store, tenant, table, objects)
+        damaged = damaged or [DamagedObject(tenant, table.qualified, "", e.message)]
         return Reclaimable(tenant, table, sum(o.rows for o in objects), 0, 0, tuple(damaged))
-    masks = keep_masks(loaded, table.schema, guard)
     rows = dropped = size = 0
-    for record, mask in zip(objects, masks, strict=True):
-        gone = int(len(mask) - mask.sum())
+    for record in objects:
+        gone = unneeded[record.id]
         rows += record.rows
         dropped += gone
         size += record.bytes * gone // max(1, record.rows)
     return Reclaimable(tenant, table, rows, dropped, size)
 
 
-def read_checked(
+def find_damaged(
     store: ObjectStore, tenant: str, table: TableRecord, objects: list[ObjectRecord]
-) -> tuple[list[tuple[ObjectKind, pa.Table]], list[DamagedObject]]:
-    """Each object's rows, or why it could not be read (missing, size, checksum, Parquet)."""
-    loaded: list[tuple[ObjectKind, pa.Table]] = []
+) -> list[DamagedObject]:
+    """The objects that cannot be read back whole (missing, size, checksum, Parquet),
+    each read on its own, streamed."""
     damaged: list[DamagedObject] = []
     for o in objects:
         try:
-            loaded.append((o.kind, read_object(store, o)))
+            with open_object(store, o) as reader:
+                for _ in reader.batches():
+                    pass
         except (CorruptObject, ObjectMissing) as e:
             damaged.append(DamagedObject(tenant, table.qualified, o.key, e.message))
-    return loaded, damaged
+    return damaged
 
 
 def scan(catalog: Catalog, store: ObjectStore) -> list[Reclaimable]:
@@ -133,6 +135,6 @@ def compact_reclaimable(
             # Which object? Read them all again, one by one (only on this rare path).
             with catalog.snapshot() as tx:
                 objects = live_objects(tx, item.table.id)
-            broken = read_checked(store, item.tenant, item.table, objects)[1]
+            broken = find_damaged(store, item.tenant, item.table, objects)
             damaged += broken or [DamagedObject(item.tenant, item.table.qualified, "", e.message)]
     return done, damaged

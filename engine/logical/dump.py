@@ -3,9 +3,11 @@
 Files hold the visible rows (no ``__ts``: a dump is the state at S, not its
 history), sorted by primary key and split at a target size, under
 ``<root>/tables/<db>.<table>/part-NNNNN.parquet``. With the local reader the
-driver reads each table and writes its parts; with Spark the executors read,
-range-partition by key and write one part per key range, and the driver only
-gathers one row per file (a big tenant never passes through it). Every file is
+driver streams each table's visible rows (a merge of its objects, round by
+round) into its parts; with Spark the executors read, range-partition by key
+and stream one part per key range, and the driver only gathers one row per
+file (a big tenant never passes through it). Either way a file's row hash is
+computed as it is written. Every file is
 written before ``manifest.json``; a rerun after a crash overwrites (local) or
 first clears (Spark) the table's folder.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,9 +35,11 @@ from engine.logical.manifest import (
 from engine.restore.members import pinned
 from engine.restore.plan import RestorePlan
 from tenants.lineage import resolve_point
+from tenants.object_writer import ObjectWriter
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import content_hash, encode
-from tenants.reads import ReadPlan, plan_read, read_local
+from tenants.parquet_codec import encode
+from tenants.reads import ReadPlan, plan_read, stream_visible
+from tenants.row_hash import RowHasher
 from tenants.store import TableStore
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id, tables_at
 
@@ -49,34 +53,78 @@ class DumpResult:
     seconds: float
 
 
-def _split(rows: pa.Table, target_bytes: int) -> list[pa.Table]:
-    if rows.num_rows == 0:
-        return [rows]
-    per_row = max(1.0, rows.nbytes / rows.num_rows) / 4  # Parquet+zstd is ~4x smaller than Arrow
-    size = max(1, int(target_bytes / per_row))
-    parts = max(1, math.ceil(rows.num_rows / size))
-    step = math.ceil(rows.num_rows / parts)
-    return [rows.slice(i, step) for i in range(0, rows.num_rows, step)]
-
-
 def _dump_table_locally(
     store: TableStore, plan: ReadPlan, dest: ObjectStore, root: str, target_bytes: int
 ) -> DumpTable:
+    """Stream the table's visible rows (key order) into files of about the target
+    size, each hashed as it is written."""
     table = plan.table
-    rows = read_local(store.objects, plan)
-    files = [
-        write_part(dest, root, f"tables/{table.qualified}/part-{index:05d}.parquet", part)
-        for index, part in enumerate(_split(rows, target_bytes))
-    ]
-    return _entry(table, rows.num_rows, content_hash(rows, list(table.schema.primary_key)), files)
+    folder = f"tables/{table.qualified}"
+    stored = sum(o.bytes for o in plan.objects)
+    per_row = max(1.0, stored / max(1, sum(o.rows for o in plan.objects)))
+    capacity = max(1, int(target_bytes / per_row))
+    files: list[DumpFile] = []
+    hashes: list[str] = []
+    writer: PartWriter | None = None
+    for rows in stream_visible(store.objects, plan):
+        while rows.num_rows:
+            if writer is None:
+                path = f"{folder}/part-{len(files):05d}.parquet"
+                writer = PartWriter(dest, root, path, table.schema.arrow(), table.schema.primary_key)
+            room = capacity - writer.rows
+            writer.write(rows.slice(0, room))
+            rows = rows.slice(room)
+            if writer.rows >= capacity:
+                files, hashes = _finished(writer, files, hashes)
+                writer = None
+    if writer is not None:
+        files, hashes = _finished(writer, files, hashes)
+    if not files:  # an empty table still gets one (empty) file: its schema travels
+        files, hashes = _empty_part(dest, root, folder, table.schema.arrow())
+    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "row-parts")
 
 
-def write_part(dest: ObjectStore, root: str, path: str, rows: pa.Table) -> DumpFile:
-    """Encode ``rows`` as one dump file at ``root/path`` and describe it (the
-    driver's parts and each Spark task's)."""
-    data, sha = encode(rows)
+def _finished(
+    writer: PartWriter, files: list[DumpFile], hashes: list[str]
+) -> tuple[list[DumpFile], list[str]]:
+    part, digest = writer.finish()
+    return [*files, part], [*hashes, digest]
+
+
+def _empty_part(
+    dest: ObjectStore, root: str, folder: str, target: pa.Schema
+) -> tuple[list[DumpFile], list[str]]:
+    path = f"{folder}/part-00000.parquet"
+    data, sha = encode(target.empty_table())
     dest.put(f"{root}/{path}", data)
-    return DumpFile(path, len(data), sha, rows.num_rows)
+    return [DumpFile(path, len(data), sha, 0)], [RowHasher(target).hexdigest()]
+
+
+class PartWriter:
+    """One dump file, streamed: rows in key order in, (file, row hash) out."""
+
+    def __init__(
+        self, dest: ObjectStore, root: str, path: str, target: pa.Schema, keys: Sequence[str]
+    ) -> None:
+        self.path = path
+        self.target = target
+        # A dump's rows have no __ts: ts=0 stands for it in the writer's stats.
+        self._writer = ObjectWriter(dest, f"{root}/{path}", target, keys, ts=0, hash_rows=True)
+
+    @property
+    def rows(self) -> int:
+        return self._writer.rows
+
+    def write(self, rows: pa.Table | pa.RecordBatch) -> None:
+        self._writer.write(rows.select(self.target.names).cast(self.target))
+
+    def finish(self) -> tuple[DumpFile, str]:
+        written = self._writer.finish()
+        assert written.row_hash is not None
+        return DumpFile(self.path, written.bytes, written.checksum, written.rows), written.row_hash
+
+    def abort(self) -> None:
+        self._writer.abort()
 
 
 def _entry(
@@ -99,24 +147,33 @@ def _entry(
 def part_writer(
     dest: ObjectStore, root: str, folder: str, target: pa.Schema, keys: list[str]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """What each Spark dump task runs: write its key range (one partition, sorted)
-    as ``part-<partition>.parquet`` and report the file. The closure holds the
+    """What each Spark dump task runs: stream its key range (one partition, sorted)
+    into ``part-<partition>.parquet`` and report the file. The closure holds the
     destination store, which pickles without credentials."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        received = list(batches)
-        if not received or not sum(b.num_rows for b in received):
-            return
-        rows = pa.Table.from_batches(received)
-        rows = rows.select(target.names).cast(target)
         context = TaskContext.get()
         index = context.partitionId() if context is not None else 0
-        part = write_part(dest, root, f"{folder}/part-{index:05d}.parquet", rows)
+        writer: PartWriter | None = None
+        try:
+            for batch in batches:
+                if batch.num_rows:
+                    if writer is None:
+                        path = f"{folder}/part-{index:05d}.parquet"
+                        writer = PartWriter(dest, root, path, target, keys)
+                    writer.write(batch)
+            if writer is None:
+                return
+            part, digest = writer.finish()
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
         yield pa.RecordBatch.from_pydict(
             {"index": [index], "path": [part.path], "bytes": [part.bytes],
-             "sha256": [part.sha256], "rows": [part.rows], "hash": [content_hash(rows, keys)]}
+             "sha256": [part.sha256], "rows": [part.rows], "hash": [digest]}
         )  # fmt: skip
 
     return write
@@ -131,8 +188,8 @@ def _dump_table_by_executors(
     """The executors read the table at S, range-partition it by key, and each
     writes its sorted range as one file; the driver gets one small row per file.
 
-    The table's hash is then a ``parts`` hash (the files' content hashes in key
-    order), since no process holds the whole table.
+    Each file's row hash is computed as it is written; the table's is their
+    chain, as for a local dump (format 3 "row-parts").
     """
     from tenants.spark_credentials import store_for_tasks
     from tenants.spark_errors import translate_task_error
@@ -164,10 +221,8 @@ def _dump_table_by_executors(
             files.append(DumpFile(row["path"], row["bytes"], row["sha256"], row["rows"]))
             hashes.append(row["hash"])
     if not files:  # an empty table still gets one (empty) file: its schema travels
-        empty = schema.arrow().empty_table()
-        files.append(write_part(dest, root, f"{folder}/part-00000.parquet", empty))
-        hashes.append(content_hash(empty, keys))
-    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "parts")
+        files, hashes = _empty_part(dest, root, folder, schema.arrow())
+    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "row-parts")
 
 
 def dump_tenant(

@@ -19,15 +19,19 @@ from typing import Literal
 import pyarrow as pa
 
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
+from tenants.object_reader import CHUNK_BYTES
+from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash
+from tenants.row_hash import RowHasher
 from tenants.schema import TableSchema
 
 FORMAT = "rewind-dump"
-# 2: a table's hash may be "parts" (files written by Spark executors); 1 is still read.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-HashKind = Literal["table", "parts"]
+# 3: every table's hash is "row-parts" (tenants.row_hash per file, streamed);
+# 2: a table's hash may be "parts" (files written by Spark executors); 1 and 2 are still read.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+HashKind = Literal["table", "parts", "row-parts"]
 MANIFEST = "manifest.json"
 
 
@@ -49,9 +53,12 @@ class DumpTable:
     rows: int
     content_hash: str
     files: tuple[DumpFile, ...]
-    # "table": content_hash of all rows in key order. "parts": a hash of the
-    # files' own content hashes, in file (= key) order: Spark executors each
-    # write and hash one key range, and no process sees the whole table.
+    # "row-parts" (format 3): chain_hash of each file's canonical row hash
+    # (tenants.row_hash), in file (= key) order: every writer, local or a Spark
+    # executor, hashes its file's rows as it streams them, and no process needs
+    # the whole table. Formats 1 and 2 (read only): "table", the legacy
+    # content_hash of all rows in key order, and "parts", a chain of legacy
+    # content hashes per file.
     hash_kind: HashKind = "table"
 
     @property
@@ -60,16 +67,10 @@ class DumpTable:
 
     def hash_of(self, rows: pa.Table) -> str:
         """The hash this table's manifest entry would have for ``rows`` (all the
-        table's rows): what a reload compares with :attr:`content_hash`."""
-        keys = list(TableSchema.from_json(self.columns_json, self.primary_key_json).primary_key)
-        if self.hash_kind == "table":
-            return content_hash(rows, keys)
-        rows = rows.sort_by([(k, "ascending") for k in keys]) if rows.num_rows else rows
-        offsets, parts = 0, []
-        for entry in self.files:
-            parts.append(content_hash(rows.slice(offsets, entry.rows), keys))
-            offsets += entry.rows
-        return chain_hash(parts)
+        table's rows, in key order): what a reload compares with :attr:`content_hash`."""
+        check = TableCheck(self)
+        check.update(rows)
+        return check.digest()
 
     def schema(self) -> TableSchema:
         schema = TableSchema.from_json(self.columns_json, self.primary_key_json)
@@ -126,6 +127,62 @@ class DumpManifest:
         return cls(**{**raw, "tables": tables})
 
 
+class TableCheck:
+    """A table's rows, fed in key order as a reload reads them back, hashed the
+    way its manifest entry was: streamed for "row-parts" (a hasher per file,
+    cut at the files' row counts); whole for the legacy kinds of old dumps."""
+
+    def __init__(self, table: DumpTable) -> None:
+        self.table = table
+        self.rows = 0
+        self._legacy: list[pa.Table] = []
+        self._sizes = [f.rows for f in table.files]
+        self._done: list[str] = []
+        self._schema: pa.Schema | None = None
+        self._hasher: RowHasher | None = None
+        self._in_part = 0
+
+    def update(self, rows: pa.Table) -> None:
+        self.rows += rows.num_rows
+        if self.table.hash_kind != "row-parts":
+            self._legacy.append(rows)
+            return
+        self._schema = rows.schema
+        while rows.num_rows:
+            if self._hasher is None:
+                self._hasher = RowHasher(rows.schema)
+            size = self._sizes[len(self._done)] if len(self._done) < len(self._sizes) else None
+            room = rows.num_rows if size is None else size - self._in_part
+            self._hasher.update(rows.slice(0, room))
+            self._in_part += min(room, rows.num_rows)
+            rows = rows.slice(room)
+            if size is not None and self._in_part == size:
+                self._done.append(self._hasher.hexdigest())
+                self._hasher, self._in_part = None, 0
+
+    def digest(self) -> str:
+        schema = TableSchema.from_json(self.table.columns_json, self.table.primary_key_json)
+        if self.table.hash_kind == "row-parts":
+            parts = list(self._done)
+            if self._hasher is not None:
+                parts.append(self._hasher.hexdigest())
+            while len(parts) < len(self._sizes):  # empty files (an empty table's one)
+                parts.append(RowHasher(self._schema or schema.arrow()).hexdigest())
+            return chain_hash(parts)
+        keys = list(schema.primary_key)
+        rows = (
+            pa.concat_tables(self._legacy) if self._legacy else schema.arrow().empty_table()
+        )
+        if self.table.hash_kind == "table":
+            return content_hash(rows, keys)
+        rows = rows.sort_by([(k, "ascending") for k in keys]) if rows.num_rows else rows
+        offsets, legacy = 0, []
+        for entry in self.table.files:
+            legacy.append(content_hash(rows.slice(offsets, entry.rows), keys))
+            offsets += entry.rows
+        return chain_hash(legacy)
+
+
 def chain_hash(part_hashes: Sequence[str]) -> str:
     """A "parts" table hash: sha256 of the parts' content hashes, in key order."""
     return hashlib.sha256("\n".join(part_hashes).encode()).hexdigest()
@@ -144,16 +201,39 @@ def read_manifest(store: ObjectStore, root: str) -> DumpManifest:
     return DumpManifest.from_json(text, f"{store.warehouse.uri}/{key}")
 
 
-def check_file(store: ObjectStore, root: str, entry: DumpFile) -> bytes:
-    """A dump file's bytes, after checking its size and sha256."""
+def check_file(store: ObjectStore, root: str, entry: DumpFile) -> None:
+    """Check a dump file's size and sha256, streaming its bytes."""
     where = f"{store.warehouse.uri}/{root}/{entry.path}"
-    data = store.get(f"{root}/{entry.path}")
-    if len(data) != entry.bytes or hashlib.sha256(data).hexdigest() != entry.sha256:
+    sha = hashlib.sha256()
+    size = 0
+    for chunk in store.stream(f"{root}/{entry.path}", CHUNK_BYTES):
+        sha.update(chunk)
+        size += len(chunk)
+    if size != entry.bytes or sha.hexdigest() != entry.sha256:
         raise CorruptObject(
-            f"dump file {where} does not match the manifest ({len(data)} bytes, expected {entry.bytes}, "
+            f"dump file {where} does not match the manifest ({size} bytes, expected {entry.bytes}, "
             "or its sha256 differs)"
         )
-    return data
+
+
+def part_record(root: str, entry: DumpFile) -> ObjectRecord:
+    """A dump file described as an object, so ``open_object`` reads it batch by
+    batch, its size and sha256 checked (its rows carry no ``__ts``: ts 0)."""
+    return ObjectRecord(
+        id=entry.path,
+        key=f"{root}/{entry.path}",
+        kind="data",
+        fingerprint="",
+        rows=entry.rows,
+        bytes=entry.bytes,
+        min_ts=0,
+        max_ts=0,
+        min_pk="",
+        max_pk="",
+        sorted=True,
+        checksum=entry.sha256,
+        created_ts=0,
+    )
 
 
 def verify_dump(store: ObjectStore, root: str) -> DumpManifest:

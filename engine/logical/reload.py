@@ -4,10 +4,10 @@ The new tenant is built in state ``staging``: it holds the target name but is
 invisible to lookups by name, so nothing visible changes until the install
 transaction, which (in place) retires the current holder of the name and
 makes the staging tenant active, exactly as the physical path does. Data goes
-through the normal write path (``tenants.writes.prepare_commit`` and
-``install_prepared``), one commit per dump
-file, so each file becomes one sorted object. Counts and content hashes are
-checked against the manifest before the install. A rerun wipes a half-built
+through the normal write path, streamed (``tenants.loads.load_into``): one
+commit per dump file, read batch by batch, so a file of any size becomes a
+few sorted objects without being held. Counts and content hashes are checked
+against the manifest, streamed as well, before the install. A rerun wipes a half-built
 staging tenant and starts its load again.
 """
 
@@ -18,7 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.logical.manifest import DumpManifest, check_file, verify_dump
+from engine.logical.manifest import (
+    DumpManifest,
+    TableCheck,
+    check_file,
+    part_record,
+    verify_dump,
+)
 from tenants.catalog import Tx
 from tenants.catalog.staging import (
     activate_reloaded_tenant,
@@ -35,9 +41,10 @@ from tenants.errors import (
     InvalidArgument,
     RewindError,
 )
+from tenants.loads import load_into
+from tenants.object_reader import open_object
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import decode
-from tenants.reads import plan_read, read_local
+from tenants.reads import plan_read, stream_visible
 from tenants.store import TableStore
 from tenants.tenancy import (
     DEFAULT_RETENTION_US,
@@ -49,7 +56,6 @@ from tenants.tenancy import (
     retire_tenant,
     tenant_by_id,
 )
-from tenants.writes import install_prepared, prepare_commit
 
 log = logging.getLogger(__name__)
 
@@ -155,12 +161,15 @@ def _load(
         for entry in table.files:
             if checkpoint is not None:
                 checkpoint()
-            where = f"{dump.warehouse.uri}/{root}/{entry.path}"
-            part = decode(check_file(dump, root, entry), where)
-            if part.num_rows:
-                prepared = prepare_commit(store.objects, staging, target, part, None)
-                install_prepared(store.catalog, store.objects, prepared)
-            rows += part.num_rows
+            if entry.rows:
+                # One commit per file, streamed: its size and sha256 are checked
+                # as it is read (open_object), its rows never held at once.
+                with open_object(dump, part_record(root, entry)) as reader:
+                    batches = reader.batches(target.schema.names)
+                    loaded = load_into(store.catalog, store.objects, staging, target, batches, None)
+                rows += loaded.upserted
+            else:
+                check_file(dump, root, entry)
     return rows
 
 
@@ -223,12 +232,13 @@ def wipe_staging(tx: Tx, objects: ObjectStore, staging_id: str) -> None:
 
 def _verify(store: TableStore, manifest: DumpManifest, staging: TenantRecord) -> None:
     for table in manifest.tables:
-        rows = read_local(
-            store.objects, plan_read(store.catalog, staging.ref, table.database, table.name)
-        )
         table.schema()  # the fingerprint still matches its columns
-        if rows.num_rows != table.rows or table.hash_of(rows) != table.content_hash:
+        check = TableCheck(table)
+        plan = plan_read(store.catalog, staging.ref, table.database, table.name)
+        for rows in stream_visible(store.objects, plan):
+            check.update(rows)
+        if check.rows != table.rows or check.digest() != table.content_hash:
             raise CorruptObject(
-                f"reloading dump {manifest.dump_id}: table {table.qualified} holds {rows.num_rows} rows, "
+                f"reloading dump {manifest.dump_id}: table {table.qualified} holds {check.rows} rows, "
                 f"the manifest says {table.rows} (or their contents differ); nothing was installed"
             )

@@ -1,4 +1,4 @@
-"""One rewrite task: an object's rows at or before S, sorted, under the new tenant.
+"""One rewrite task: an object's rows at or before S, streamed to the new tenant.
 
 Shared verbatim by every executor (local threads, Spark tasks), so they cannot
 disagree. ``__ts`` is kept exactly as written: it is the MVCC timestamp, not
@@ -17,10 +17,11 @@ import pyarrow.compute as pc
 
 from engine.restore.plan import RewriteTask
 from tenants.errors import RewindError, TaskFailed
-from tenants.object_io import read_object, write_object
-from tenants.objects import ObjectRecord, sort_by_key_and_ts
+from tenants.object_io import record_of
+from tenants.object_reader import open_object
+from tenants.object_writer import ObjectWriter
+from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import content_hash
 from tenants.schema import TS
 
 
@@ -45,11 +46,6 @@ class RewriteResult:
         )
 
 
-def row_hash(rows, primary_key: tuple[str, ...]) -> str:  # type: ignore[no-untyped-def]
-    """Content hash of object rows in (pk, ts) order."""
-    return content_hash(rows, [*primary_key, TS])
-
-
 def worker_name() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
@@ -71,19 +67,22 @@ def run_task(store: ObjectStore, task: RewriteTask) -> RewriteResult:
 
 
 def _rewrite(store: ObjectStore, task: RewriteTask) -> RewriteResult:
-    rows = read_object(store, task.input)
-    kept = sort_by_key_and_ts(
-        rows.filter(pc.less_equal(rows.column(TS), task.as_of)), task.primary_key
-    )
-    record = write_object(
-        store,
-        kept,
-        tenant_id=task.out_tenant_id,
-        table_id=task.out_table_id,
-        kind=task.input.kind,
-        fingerprint=task.input.fingerprint,
-        primary_key=task.primary_key,
-        created_ts=0,
-        object_id=task.out_object_id,
-    )
-    return RewriteResult(task.task_id, record, row_hash(kept, task.primary_key))
+    """Stream the input's row groups through the cut into the output: rows are
+    stored in (pk, ts) order and a filter keeps it, so nothing is sorted and
+    memory is a row group whatever the object's size."""
+    with open_object(store, task.input) as reader:
+        with ObjectWriter(
+            store, task.out_key, reader.schema, task.primary_key, hash_rows=True
+        ) as writer:
+            for batch in reader.batches():
+                kept = batch.filter(pc.less_equal(batch.column(TS), task.as_of))
+                writer.write(kept)
+            if writer.rows == 0:
+                raise TaskFailed(
+                    f"no row of {task.input.key} is at or before ts {task.as_of}: "
+                    "the planner only rewrites objects that straddle the cut"
+                )
+            written = writer.finish()
+    record = record_of(written, task.out_object_id, task.input.kind, task.input.fingerprint, 0)
+    assert written.row_hash is not None
+    return RewriteResult(task.task_id, record, written.row_hash)

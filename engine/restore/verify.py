@@ -18,13 +18,13 @@ from typing import Literal
 
 from engine.restore.members import pinned, pinned_sizes
 from engine.restore.plan import RestorePlan
-from engine.restore.rewrite import RewriteResult, row_hash
+from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
-from tenants.object_io import read_object
+from tenants.object_reader import object_row_hash
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import content_hash
-from tenants.reads import ReadPlan, plan_read, read_local
+from tenants.reads import ReadPlan, plan_read, stream_visible
+from tenants.row_hash import RowHasher
 
 VerifyLevel = Literal["none", "objects", "full"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
@@ -66,10 +66,8 @@ def verify_objects(
 
 def verify_rewrites(store: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]) -> int:
     """Each rewritten object re-read hashes to its input's rows at S."""
-    keys_of = {t.task_id: t.primary_key for t in plan.tasks}
     for result in results:
-        rows = read_object(store, result.output)
-        if row_hash(rows, keys_of[result.task_id]) != result.content_hash:
+        if object_row_hash(store, result.output) != result.content_hash:
             raise CorruptObject(
                 f"restore job {plan.job_id}: rewritten object {result.output.key} does not hold "
                 f"the rows of its input {result.task_id} at ts {plan.at_ts}"
@@ -89,9 +87,8 @@ def verify_full(
         if table.dropped_ts is not None:
             continue
         source = plan_read(catalog, plan.source.ref, table.database, table.name, plan.at_ts)
-        expected = read_local(store, source)
+        expected = _visible_hash(store, source)
         record = table.record(table.new_table_id, plan.new_tenant_id)
-        schema = record.schema
         candidate = ReadPlan(
             replace(source.tenant, id=plan.new_tenant_id),
             record,
@@ -103,15 +100,21 @@ def verify_full(
                 if o.min_ts <= plan.at_ts
             ),
         )
-        actual = read_local(store, candidate)
-        keys = list(schema.primary_key)
-        if actual.num_rows != expected.num_rows or content_hash(actual, keys) != content_hash(
-            expected, keys
-        ):
+        actual = _visible_hash(store, candidate)
+        if actual != expected:
             raise CorruptObject(
-                f"restore job {plan.job_id}: table {table.qualified} would hold {actual.num_rows} "
-                f"rows, the source at ts {plan.at_ts} has {expected.num_rows} (or their contents "
+                f"restore job {plan.job_id}: table {table.qualified} would hold {actual[0]} "
+                f"rows, the source at ts {plan.at_ts} has {expected[0]} (or their contents "
                 "differ); the new tenant was not installed"
             )
         compared += 1
     return compared
+
+
+def _visible_hash(store: ObjectStore, plan: ReadPlan) -> tuple[int, str]:
+    """Row count and content hash of the plan's visible rows, streamed (both sides
+    come in primary-key order, one row per key: the canonical order)."""
+    hasher = RowHasher(plan.table.schema.arrow())
+    for rows in stream_visible(store, plan):
+        hasher.update(rows)
+    return hasher.rows, hasher.hexdigest()

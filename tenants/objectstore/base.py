@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+import pyarrow as pa
+
 from tenants.config import S3Settings, Warehouse
 
 
@@ -39,12 +41,43 @@ class PartialWrite:
     kind: Literal["multipart", "temp"]
 
 
+class ObjectOutput(Protocol):
+    """An object being written in pieces: invisible until :meth:`commit`.
+
+    A writer that fails calls :meth:`abort`, and nothing appears at the key; a
+    writer killed before either leaves a partial write (temp file, multipart
+    upload) that ``partial_writes`` finds and GC sweeps.
+    """
+
+    def write(self, data: bytes | memoryview) -> int: ...
+
+    def commit(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
 class ObjectStore(Protocol):
     """Control and data operations on one warehouse."""
 
     warehouse: Warehouse
 
     def put(self, key: str, data: bytes) -> None: ...
+
+    def open_output(self, key: str) -> ObjectOutput:
+        """Write ``key`` in pieces, with memory bounded by one upload part."""
+        ...
+
+    def open_input(self, key: str) -> pa.NativeFile:
+        """A random-access reader of ``key``: reads fetch only the ranges asked for."""
+        ...
+
+    def stream(self, key: str, chunk_bytes: int) -> Iterator[bytes]:
+        """The whole object from its first byte, in chunks: one request, however large."""
+        ...
+
+    def local_file(self, key: str) -> str | None:
+        """A path the object's bytes can be read from in place, or None (remote)."""
+        ...
 
     def create(self, key: str, data: bytes) -> bool:
         """Write ``key`` only if it does not exist; False (nothing written) if it does.

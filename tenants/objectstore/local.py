@@ -7,6 +7,9 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, StorageError
@@ -16,6 +19,32 @@ from tenants.objectstore.base import ObjectInfo, PartialWrite
 # (tag = the writer's pid, plus a random suffix for create). A writer killed in
 # between leaves one behind; GC finds them by this pattern.
 TEMP_FILE = re.compile(r"\.(?P<name>.+)\.(?P<tag>[0-9A-Za-z_-]+)\.tmp")
+
+
+class LocalOutput:
+    """A temp file beside the key, renamed into place by :meth:`commit`."""
+
+    def __init__(self, file: BinaryIO, tmp: Path, path: Path, where: str) -> None:
+        self._file, self._tmp, self._path, self._where = file, tmp, path, where
+
+    def write(self, data: bytes | memoryview) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as e:
+            self.abort()
+            raise StorageError(f"cannot write {self._where}: {e}") from e
+
+    def commit(self) -> None:
+        try:
+            self._file.close()
+            os.replace(self._tmp, self._path)
+        except OSError as e:
+            self.abort()
+            raise StorageError(f"cannot write {self._where}: {e}") from e
+
+    def abort(self) -> None:
+        self._file.close()
+        self._tmp.unlink(missing_ok=True)
 
 
 class LocalObjectStore:
@@ -41,6 +70,36 @@ class LocalObjectStore:
             os.replace(tmp, path)
         except OSError as e:
             raise StorageError(f"cannot write {self.warehouse.uri}/{key}: {e}") from e
+
+    def open_output(self, key: str) -> LocalOutput:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+            return LocalOutput(open(tmp, "wb"), tmp, path, f"{self.warehouse.uri}/{key}")
+        except OSError as e:
+            raise StorageError(f"cannot write {self.warehouse.uri}/{key}: {e}") from e
+
+    def open_input(self, key: str) -> pa.NativeFile:
+        try:
+            return pa.OSFile(str(self._path(key)), "rb")
+        except FileNotFoundError as e:
+            raise ObjectMissing(f"object {self.warehouse.uri}/{key} is missing") from e
+        except OSError as e:
+            raise StorageError(f"cannot read {self.warehouse.uri}/{key}: {e}") from e
+
+    def stream(self, key: str, chunk_bytes: int) -> Iterator[bytes]:
+        try:
+            with open(self._path(key), "rb") as f:
+                while chunk := f.read(chunk_bytes):
+                    yield chunk
+        except FileNotFoundError as e:
+            raise ObjectMissing(f"object {self.warehouse.uri}/{key} is missing") from e
+        except OSError as e:
+            raise StorageError(f"cannot read {self.warehouse.uri}/{key}: {e}") from e
+
+    def local_file(self, key: str) -> str | None:
+        return str(self._path(key))
 
     def create(self, key: str, data: bytes) -> bool:
         """Write ``key`` unless it exists: the bytes go to a temp file that is then

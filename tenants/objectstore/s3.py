@@ -12,6 +12,7 @@ import builtins
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from tenacity import (
@@ -49,6 +50,9 @@ MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 # of it is in flight (409, S3 asks to retry; the caller re-reads instead).
 CONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 MAX_ATTEMPTS = 5
+# Multipart part size: S3 allows 10,000 parts, so objects up to 80 GiB (compaction
+# targets at most 4 GiB; a rewrite is never larger than its input).
+PART_BYTES = 8 * 1024 * 1024
 DELETE_BATCH = 1000
 
 
@@ -75,6 +79,104 @@ _retry = retry(
     wait=wait_exponential(multiplier=0.05, max=2.0) + wait_random(0, 0.05),
     reraise=True,
 )
+
+
+class S3Output:
+    """An object uploaded as it is written: parts of :data:`PART_BYTES` go up one
+    at a time from a background thread while the next fills, so memory is two
+    parts whatever the object's size. An object smaller than one part is one
+    PUT. Nothing is visible until :meth:`commit` completes the upload;
+    :meth:`abort` (or a failure) aborts it, and an upload whose writer was
+    killed is swept by GC (``partial_writes``)."""
+
+    def __init__(self, store: S3ObjectStore, key: str) -> None:
+        self._store, self._key = store, key
+        self._full = store._full(key)
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._parts: builtins.list[dict[str, Any]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: Future[None] | None = None
+
+    def _call(self, action: str, method: str, **kwargs: Any) -> Any:
+        try:
+            return _retry(getattr(self._store._client, method))(
+                Bucket=self._store.warehouse.bucket, Key=self._full, **kwargs
+            )
+        except Exception as e:
+            raise self._store._translate(e, self._key, action) from e
+
+    def write(self, data: bytes | memoryview) -> int:
+        self._buffer += data
+        if len(self._buffer) >= PART_BYTES:
+            self._send_part()
+        return len(data)
+
+    def _send_part(self) -> None:
+        if self._upload_id is None:
+            self._upload_id = self._call("write", "create_multipart_upload")["UploadId"]
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3-part")
+        self._wait()
+        body, self._buffer = self._buffer, bytearray()
+        number = len(self._parts) + 1
+        self._parts.append({"PartNumber": number})
+        assert self._pool is not None
+        self._inflight = self._pool.submit(self._upload_part, number, body)
+
+    def _upload_part(self, number: int, body: bytearray) -> None:
+        response = self._call(
+            "write", "upload_part", UploadId=self._upload_id, PartNumber=number, Body=body
+        )
+        self._parts[number - 1]["ETag"] = response["ETag"]
+
+    def _wait(self) -> None:
+        if self._inflight is not None:
+            inflight, self._inflight = self._inflight, None
+            try:
+                inflight.result()
+            except BaseException:
+                self.abort()
+                raise
+
+    def commit(self) -> None:
+        try:
+            if self._upload_id is None:
+                self._call("write", "put_object", Body=bytes(self._buffer))
+                return
+            if self._buffer:
+                self._send_part()
+            self._wait()
+            self._call(
+                "write",
+                "complete_multipart_upload",
+                UploadId=self._upload_id,
+                MultipartUpload={"Parts": self._parts},
+            )
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self._close_pool()
+        self._upload_id = None
+
+    def abort(self) -> None:
+        upload_id, self._upload_id = self._upload_id, None
+        self._buffer = bytearray()
+        if self._inflight is not None:
+            self._inflight.cancel()
+            self._inflight = None
+        self._close_pool()
+        if upload_id is not None:
+            try:
+                self._call("abort the upload of", "abort_multipart_upload", UploadId=upload_id)
+            except RewindError as e:
+                # GC sweeps the upload after its grace; the write's own error matters more.
+                log.warning("cannot abort the upload of %s: %s", self._store._where(self._key), e)
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 class S3ObjectStore:
@@ -150,6 +252,45 @@ class S3ObjectStore:
                 out.write(data)
         except OSError as e:
             raise self._translate(e, key, "write") from e
+
+    def open_output(self, key: str) -> S3Output:
+        return S3Output(self, key)
+
+    def open_input(self, key: str) -> Any:
+        try:
+            return self._fs.open_input_file(f"{self.warehouse.bucket}/{self._full(key)}")
+        except OSError as e:
+            raise self._translate(e, key, "read") from e
+
+    def stream(self, key: str, chunk_bytes: int) -> Iterator[bytes]:
+        """One GET, read as it arrives; a connection that breaks mid-way resumes
+        from the byte it reached (a ranged GET), up to ``MAX_ATTEMPTS`` times."""
+        from botocore.exceptions import BotoCoreError
+
+        offset = 0
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            extra = {"Range": f"bytes={offset}-"} if offset else {}
+            try:
+                response = _retry(self._client.get_object)(
+                    Bucket=self.warehouse.bucket, Key=self._full(key), **extra
+                )
+            except Exception as e:
+                raise self._translate(e, key, "read") from e
+            try:
+                for chunk in response["Body"].iter_chunks(chunk_bytes):
+                    offset += len(chunk)
+                    yield chunk
+                return
+            except (BotoCoreError, OSError) as e:
+                if attempt == MAX_ATTEMPTS:
+                    raise TransientError(
+                        f"cannot read {self._where(key)}: the connection broke at byte "
+                        f"{offset}, {MAX_ATTEMPTS} times: {e}"
+                    ) from e
+                log.warning("reading %s broke at byte %d (%s); resuming", self._where(key), offset, e)
+
+    def local_file(self, key: str) -> str | None:
+        return None
 
     def create(self, key: str, data: bytes) -> bool:
         """One conditional PUT (``If-None-Match: *``): S3 lets exactly one racing

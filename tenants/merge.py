@@ -1,0 +1,204 @@
+"""A k-way merge of sorted objects, in rounds of complete keys, in bounded memory.
+
+Every object is stored in (pk, ts) order, so a table's events can be merged
+without sorting the table: each input contributes one buffered batch at a
+time, and a round takes, from every input, the rows whose key is below the
+*frontier*, the smallest last key among the inputs that still have rows to
+come. No unseen row can have a key below it, so a round holds every event of
+each of its keys, which is what MVCC decisions need (the newest version at or
+before T, a tombstone hiding older versions). Rows of the frontier key wait
+for the next round; an input whose buffer holds only that key reads on until
+it passes it.
+
+A round's events (key columns, ``__ts``, kind, input, position) are sorted
+once, across inputs, in a table no larger than a batch per input. Memory is
+the inputs' buffers: callers bound it by the number of inputs they merge at
+once (the fan-in) and the batch size they read with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tenants.mvcc import IS_DATA
+from tenants.objects import ObjectKind
+from tenants.schema import TS
+
+SRC = "__src"
+POS = "__pos"
+
+
+@dataclass(frozen=True)
+class MergeInput:
+    """One sorted input: its kind and its batches (with ``__ts``)."""
+
+    kind: ObjectKind
+    batches: Iterator[pa.RecordBatch]
+
+
+@dataclass(frozen=True)
+class Round:
+    """The rows one round took from each input (``taken[i]``, sorted, maybe empty)
+    and their events: the key columns, ``__ts``, ``__is_data``, ``__src`` (input)
+    and ``__pos`` (row in ``taken[src]``), sorted by (pk, ts, data after tombstone)."""
+
+    taken: list[pa.Table | None]
+    events: pa.Table
+
+
+def _key_at(table: pa.Table, keys: Sequence[str], index: int) -> tuple[object, ...]:
+    return tuple(table.column(k)[index].as_py() for k in keys)
+
+
+def _count_below(table: pa.Table, keys: Sequence[str], frontier: tuple[object, ...]) -> int:
+    """Leading rows of the sorted ``table`` whose key is below ``frontier`` (bisection)."""
+    low, high = 0, table.num_rows
+    while low < high:
+        middle = (low + high) // 2
+        if _key_at(table, keys, middle) < frontier:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+class _Buffer:
+    def __init__(self, source: MergeInput) -> None:
+        self.source = source
+        self.rows: pa.Table | None = None
+        self.ended = False
+
+    def fill(self) -> None:
+        """Append the next non-empty batch, or mark the input ended."""
+        for batch in self.source.batches:
+            if batch.num_rows:
+                more = pa.Table.from_batches([batch])
+                self.rows = more if self.rows is None else pa.concat_tables([self.rows, more])
+                return
+        self.ended = True
+
+    @property
+    def empty(self) -> bool:
+        return self.rows is None or self.rows.num_rows == 0
+
+    def take(self, count: int | None) -> pa.Table | None:
+        """The first ``count`` rows (all: None), removed from the buffer."""
+        if self.rows is None or count == 0:
+            return None
+        if count is None or count >= self.rows.num_rows:
+            taken, self.rows = self.rows, None
+            return taken
+        taken, self.rows = self.rows.slice(0, count), self.rows.slice(count)
+        return taken
+
+
+def merge_rounds(inputs: Sequence[MergeInput], key_schema: pa.Schema) -> Iterator[Round]:
+    """Rounds of complete keys, in key order, over ``inputs`` (see the module doc).
+
+    ``key_schema``: the primary key columns and their types now; each input's
+    key columns are cast to them, so inputs written under older schemas compare.
+    """
+    keys = key_schema.names
+    buffers = [_Buffer(source) for source in inputs]
+    while True:
+        for buffer in buffers:
+            if buffer.empty and not buffer.ended:
+                buffer.fill()
+        live = [b for b in buffers if not b.empty]
+        if not live:
+            return
+        waiting = [b for b in live if not b.ended]
+        frontier = (
+            min(_key_at(b.rows, keys, b.rows.num_rows - 1) for b in waiting if b.rows is not None)
+            if waiting
+            else None
+        )
+        counts = [
+            None if frontier is None or b.rows is None else _count_below(b.rows, keys, frontier)
+            for b in buffers
+        ]
+        if frontier is not None and not any(counts):
+            # Every waiting row is at the frontier key or beyond: read on
+            # wherever a buffer holds nothing but that key.
+            for b in waiting:
+                assert b.rows is not None
+                if _key_at(b.rows, keys, 0) == frontier:
+                    b.fill()
+            continue
+        taken = [b.take(c) if not b.empty else None for b, c in zip(buffers, counts, strict=True)]
+        yield Round(taken, _events(taken, inputs, key_schema))
+
+
+def _events(
+    taken: Sequence[pa.Table | None], inputs: Sequence[MergeInput], key_schema: pa.Schema
+) -> pa.Table:
+    parts = []
+    for index, rows in enumerate(taken):
+        if rows is None or rows.num_rows == 0:
+            continue
+        n = rows.num_rows
+        columns = [rows.column(f.name).cast(f.type) for f in key_schema]
+        columns += [
+            rows.column(TS).cast(pa.int64()),
+            pa.array(np.full(n, inputs[index].kind == "data")),
+            pa.array(np.full(n, index, dtype=np.int32)),
+            pa.array(np.arange(n, dtype=np.int64)),
+        ]
+        parts.append(
+            pa.Table.from_arrays(columns, names=[*key_schema.names, TS, IS_DATA, SRC, POS])
+        )
+    events = pa.concat_tables(parts)
+    if len(parts) == 1:
+        return events  # one input's rows: already in (pk, ts) order
+    order = [(k, "ascending") for k in key_schema.names]
+    order += [(TS, "ascending"), (IS_DATA, "ascending"), (SRC, "ascending"), (POS, "ascending")]
+    return events.sort_by(order)
+
+
+def last_of_each_key(events: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """True on the last event of each run of equal keys (events in key order):
+    with events sorted by (pk, ts, data after tombstone), the key's newest event."""
+    n = events.num_rows
+    if n == 0:
+        return pa.array([], pa.bool_())
+    differs = pa.repeat(pa.scalar(False), n - 1)
+    for key in keys:
+        column = events.column(key).combine_chunks()
+        differs = pc.or_(differs, pc.not_equal(column.slice(0, n - 1), column.slice(1)))
+    return pa.concat_arrays([differs, pa.array([True], pa.bool_())])
+
+
+def gather(
+    round_: Round, events: pa.Table, sources: Sequence[int], schema: pa.Schema
+) -> pa.Table | None:
+    """The rows behind ``events`` that came from ``sources`` (inputs sharing
+    ``schema``), in the events' order."""
+    src = events.column(SRC).to_numpy()
+    pos = events.column(POS).to_numpy()
+    mine = np.isin(src, np.asarray(sources, dtype=src.dtype))
+    if not mine.any():
+        return None
+    offsets = np.zeros(max(sources) + 1, dtype=np.int64)
+    tables = []
+    total = 0
+    for index in sources:
+        rows = round_.taken[index]
+        if rows is None or rows.num_rows == 0:
+            continue
+        offsets[index] = total
+        tables.append(_conform(rows, schema))
+        total += rows.num_rows
+    combined = pa.concat_tables(tables)
+    return combined.take(pa.array(offsets[src[mine]] + pos[mine]))
+
+
+def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with ``schema``'s field types and nullability (same columns)."""
+    if rows.schema.equals(schema):
+        return rows
+    return rows.select(schema.names).cast(schema)

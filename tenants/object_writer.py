@@ -1,0 +1,232 @@
+"""Writing one object as its rows stream in, in memory bounded by a row group.
+
+Rows arrive in (pk, ts) order, as a filter of a stored object or a merge of
+several yields them; they are buffered up to one row group, encoded, and the
+Parquet bytes go straight to the store's output (a temp file, a multipart
+upload), hashed on the way for the object's checksum. Row count, ts range and
+key range are gathered as batches pass, and, when asked, the rows' content
+hash (tenants.row_hash), so nothing reads the object back to describe it.
+
+Nothing sorts here: the order is the caller's promise. With
+``REWIND_CHECK_ORDER=1`` (the test suite sets it) every batch is checked,
+and a violation is a bug, raised as ``AssertionError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tenants.objectstore import ObjectOutput, ObjectStore
+from tenants.row_hash import RowHasher
+from tenants.schema import TS
+
+ROW_GROUP_ROWS = int(os.environ.get("REWIND_ROW_GROUP_ROWS", 128 * 1024))
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+"""A row group closes at whichever comes first: so many rows, or so many bytes of
+Arrow data. The writer holds one row group, so the bytes bound its memory
+whatever the width of the rows."""
+
+CHECK_ORDER = os.environ.get("REWIND_CHECK_ORDER", "") == "1"
+
+
+def parquet_options() -> dict[str, object]:
+    """How every object and dump part is encoded."""
+    return {"compression": "zstd", "write_page_checksum": True}
+
+
+class _HashingSink:
+    """The file object ParquetWriter writes to: counts and hashes the bytes and
+    passes them to the store's output. (ParquetWriter writes on the calling
+    thread and asks ``tell`` for offsets; it never seeks.)"""
+
+    def __init__(self, output: ObjectOutput) -> None:
+        self.output = output
+        self.sha = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes | memoryview) -> int:
+        view = memoryview(data)
+        self.sha.update(view)
+        self.output.write(view)
+        self.size += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass(frozen=True)
+class WrittenObject:
+    """What a finished write knows about its object."""
+
+    key: str
+    rows: int
+    bytes: int
+    checksum: str
+    min_ts: int
+    max_ts: int
+    min_pk: str
+    max_pk: str
+    row_hash: str | None
+
+
+def key_json(batch: pa.RecordBatch | pa.Table, index: int, primary_key: Sequence[str]) -> str:
+    """A row's primary key as the catalog stores it (JSON list)."""
+    return json.dumps([batch.column(k)[index].as_py() for k in primary_key], default=str)
+
+
+def check_sorted(
+    batch: pa.RecordBatch, sort_keys: Sequence[str], previous: pa.RecordBatch | None, where: str
+) -> None:
+    """Raise AssertionError unless ``batch`` is in ``sort_keys`` order and does not
+    start before ``previous`` (the last row of the batch before it) ends."""
+    rows = pa.Table.from_batches([previous, batch]) if previous is not None else batch
+    order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in sort_keys])
+    if not order.equals(pa.array(range(rows.num_rows), type=order.type)):
+        raise AssertionError(f"{where}: rows are not in ({', '.join(sort_keys)}) order")
+
+
+class ObjectWriter:
+    """Stream sorted rows into one object at ``key`` (see the module doc).
+
+    ``ts``: the one ts of rows written without a ``__ts`` column (a commit
+    object). ``hash_rows``: also compute the rows' content hash.
+    Use as a context manager: an exception aborts the write.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        key: str,
+        schema: pa.Schema,
+        primary_key: Sequence[str],
+        *,
+        ts: int | None = None,
+        hash_rows: bool = False,
+    ) -> None:
+        self.key = key
+        self.schema = schema
+        self.primary_key = tuple(primary_key)
+        self._where = f"{store.warehouse.uri}/{key}"
+        self._ts = ts
+        self._sort_keys = [*self.primary_key] + ([] if ts is not None else [TS])
+        self._sink = _HashingSink(store.open_output(key))
+        self._writer = pq.ParquetWriter(self._sink, schema, **parquet_options())  # type: ignore[arg-type]
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._hasher = RowHasher(schema) if hash_rows else None
+        self._rows = 0
+        self._min_ts: int | None = None
+        self._max_ts: int | None = None
+        self._first: str | None = None
+        self._last_row: pa.RecordBatch | None = None
+        self._done = False
+
+    def write(self, rows: pa.RecordBatch | pa.Table) -> None:
+        for batch in rows.to_batches() if isinstance(rows, pa.Table) else [rows]:
+            if batch.num_rows:
+                self._take(batch)
+
+    def _take(self, batch: pa.RecordBatch) -> None:
+        if batch.schema != self.schema:
+            batch = pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
+        if CHECK_ORDER:
+            check_sorted(batch, self._sort_keys, self._last_row, self._where)
+        if self._first is None:
+            self._first = key_json(batch, 0, self.primary_key)
+        self._last_row = batch.slice(batch.num_rows - 1, 1)
+        if self._ts is None:
+            bounds = pc.min_max(batch.column(TS))
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            self._min_ts = low if self._min_ts is None else min(self._min_ts, low)
+            self._max_ts = high if self._max_ts is None else max(self._max_ts, high)
+        if self._hasher is not None:
+            self._hasher.update(batch)
+        self._rows += batch.num_rows
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        self._pending_bytes += batch.nbytes
+        while self._pending_rows >= ROW_GROUP_ROWS or self._pending_bytes >= ROW_GROUP_BYTES:
+            per_row = self._pending_bytes / self._pending_rows
+            self._flush(max(1, min(ROW_GROUP_ROWS, int(ROW_GROUP_BYTES / per_row))))
+
+    def _flush(self, count: int) -> None:
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        count = min(count, table.num_rows)
+        self._writer.write_table(table.slice(0, count), row_group_size=count)
+        self._pending = table.slice(count).to_batches()
+        self._pending_rows -= count
+        self._pending_bytes = sum(b.nbytes for b in self._pending)
+
+    def finish(self) -> WrittenObject:
+        """Encode what is left, publish the object and describe it."""
+        if self._rows == 0:
+            raise ValueError(f"{self._where}: an object needs at least one row")
+        if self._pending_rows:
+            self._flush(self._pending_rows)
+        self._writer.close()
+        self._sink.output.commit()
+        self._done = True
+        assert self._last_row is not None and self._first is not None
+        low = self._ts if self._ts is not None else self._min_ts
+        high = self._ts if self._ts is not None else self._max_ts
+        assert low is not None and high is not None
+        return WrittenObject(
+            key=self.key,
+            rows=self._rows,
+            bytes=self._sink.size,
+            checksum=self._sink.sha.hexdigest(),
+            min_ts=int(low),
+            max_ts=int(high),
+            min_pk=self._first,
+            max_pk=key_json(self._last_row, 0, self.primary_key),
+            row_hash=self._hasher.hexdigest() if self._hasher is not None else None,
+        )
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def abort(self) -> None:
+        if not self._done:
+            self._done = True
+            try:
+                self._writer.close()
+            except Exception:  # noqa: BLE001 - the abort below is what matters
+                pass
+            self._sink.output.abort()
+
+    def __enter__(self) -> ObjectWriter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if kind is not None:
+            self.abort()

@@ -1,0 +1,106 @@
+"""Run one streamed operation in a fresh process and report its memory (JSON on stdout).
+
+``tests/test_memory.py`` runs this as a subprocess so the peak it measures is
+the operation's own, not the test runner's: ``baseline_kib`` is the RSS after
+imports and setup, ``peak_kib`` the peak RSS while the work ran.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def status_kib(field: str) -> int:
+    """A ``/proc/self/status`` figure in KiB (VmRSS now, VmHWM: the peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def start_measuring() -> int:
+    """Reset the peak to the RSS now and return it.
+
+    Not ``getrusage``: its ``ru_maxrss`` survives ``execve``, so a child forked
+    from a large test runner would report the runner's size. VmHWM belongs to
+    this process's own memory map, and writing 5 to ``clear_refs`` resets it.
+    """
+    Path("/proc/self/clear_refs").write_text("5")
+    return status_kib("VmRSS")
+
+
+def main() -> None:
+    from engine.restore.plan import RewriteTask
+    from engine.restore.rewrite import run_task
+    from tenants.config import S3Settings
+    from tenants.objects import ObjectRecord
+    from tenants.objectstore import open_object_store
+
+    job = json.loads(sys.argv[1])
+    if job["what"] == "compact":
+        compact(job)
+        return
+    if job["what"] == "load":
+        load(job)
+        return
+    store = open_object_store(job["warehouse"], S3Settings.from_env())
+    if job["what"] != "rewrite":
+        raise SystemExit(f"unknown operation {job['what']!r}")
+
+    def task(record: dict[str, object], out: str) -> RewriteTask:
+        return RewriteTask("task", "job", ObjectRecord(**record), ("id",), job["as_of"], out, "tbl")
+
+    # A small object first, so the baseline has the code and the allocator's
+    # arenas warm: what is measured is what the object's size costs.
+    run_task(store, task(job["warm"], "warm"))
+    baseline = start_measuring()
+    result = run_task(store, task(job["record"], "out"))
+    peak = status_kib("VmHWM")
+    print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": result.output.rows}))
+
+
+def compact(job: dict[str, object]) -> None:
+    """A full compaction of one table within ``memory`` bytes."""
+    from tenants.store import TableStore
+
+    store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))
+    import pyarrow as pa
+
+    memory = int(job["memory"])  # type: ignore[call-overload]
+    store.compact("acme", "db", "warm", full=True, memory=memory)  # see main()
+    baseline = start_measuring()
+    [result] = store.compact("acme", "db", "t", full=True, memory=memory)
+    peak = status_kib("VmHWM")
+    arrow = pa.default_memory_pool().max_memory() // 1024
+    print(
+        json.dumps(
+            {
+                "baseline_kib": baseline,
+                "peak_kib": peak,
+                "rows": result.rows,
+                "arrow_max_kib": arrow,
+            }
+        )
+    )
+
+
+def load(job: dict[str, object]) -> None:
+    """``rewind load``'s path: a CSV streamed into one commit."""
+    from engine.cli.data_cmds import read_batches
+    from tenants.store import TableStore
+
+    store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))
+    target = store.plan_read("acme", "db", "t").table.schema.arrow()
+    store.load("acme", "db", "warm", read_batches(Path(str(job["warm"])), target))
+    baseline = start_measuring()
+    result = store.load("acme", "db", "t", read_batches(Path(str(job["csv"])), target))
+    peak = status_kib("VmHWM")
+    print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": result.upserted}))
+
+
+if __name__ == "__main__":
+    main()

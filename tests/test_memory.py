@@ -1,0 +1,200 @@
+"""Memory is a budget: streamed operations stay bounded whatever the object's size.
+
+Each operation runs in a fresh subprocess (tests/memory_job.py), on an object
+large enough that holding it (as the code before streaming did: 480 MB of
+growth for a 43 MB object) would break the bound many times over. These tests
+assert memory, never time. The child gets production row-group and batch
+sizes, not the suite's tiny ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tenants import object_writer
+from tenants.embedded_s3 import EmbeddedS3
+from tenants.object_io import record_of
+from tenants.object_writer import ObjectWriter
+from tenants.objects import ObjectRecord, object_key
+from tenants.objectstore import ObjectStore, open_object_store
+from tenants.schema import TS
+
+MB = 1_000_000
+JOB = Path(__file__).resolve().parent / "memory_job.py"
+PRODUCTION_ROW_GROUP = 128 * 1024
+
+
+def big_object(store: ObjectStore, target_bytes: int, name: str = "big") -> ObjectRecord:
+    """A straddling object of about ``target_bytes`` of incompressible rows, two
+    versions per id (ts 1 and 2), written in bounded memory."""
+    rng = np.random.default_rng(7)
+    payload = 200
+    schema = pa.schema([("id", pa.int64()), ("p", pa.binary()), (TS, pa.int64())])
+    key = object_key("src", "tbl", "data", name)
+    rows_per_batch = min(50_000, max(2, target_bytes // payload // 2 * 2))
+    batches = max(1, target_bytes // (rows_per_batch * payload))
+    with ObjectWriter(store, key, schema, ["id"]) as writer:
+        for b in range(batches):
+            ids = np.repeat(np.arange(rows_per_batch // 2) + b * rows_per_batch, 2)
+            stamps = np.tile([1, 2], rows_per_batch // 2)
+            noise = rng.integers(0, 256, size=rows_per_batch * payload, dtype=np.uint8)
+            offsets = pa.array(
+                np.arange(0, (rows_per_batch + 1) * payload, payload, dtype=np.int32)
+            )
+            values = pa.BinaryArray.from_buffers(
+                pa.binary(), rows_per_batch, [None, offsets.buffers()[1], pa.py_buffer(noise)]
+            )
+            writer.write(
+                pa.RecordBatch.from_arrays([pa.array(ids), values, pa.array(stamps)], schema=schema)
+            )
+        written = writer.finish()
+    return record_of(written, name, "data", "fp", 0)
+
+
+def run_job(job: dict[str, object]) -> dict[str, int]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REWIND_")}
+    done = subprocess.run(
+        [sys.executable, str(JOB), json.dumps(job)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+@pytest.mark.parametrize("where", ["file", "s3"])
+def test_rewrite_of_a_300_mb_object_grows_the_process_by_under_150_mb(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(object_writer, "ROW_GROUP_ROWS", PRODUCTION_ROW_GROUP)
+    if where == "file":
+        uri = f"file://{tmp_path / 'warehouse'}"
+        store = open_object_store(uri)
+    else:
+        s3: EmbeddedS3 = request.getfixturevalue("s3_server")
+        bucket: str = request.getfixturevalue("bucket")
+        uri = f"s3://{bucket}/warehouse"
+        store = open_object_store(uri, s3.settings)
+    record = big_object(store, 300 * MB)
+    assert record.bytes > 290 * MB
+    warm = big_object(store, 2 * MB, "warm")
+
+    report = run_job(
+        {
+            "what": "rewrite",
+            "warehouse": uri,
+            "record": asdict(record),
+            "warm": asdict(warm),
+            "as_of": 1,
+        }
+    )
+
+    assert report["rows"] == record.rows // 2
+    growth_mb = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
+    assert growth_mb < 150, (
+        f"the rewrite of a {record.bytes / MB:.0f} MB object grew by {growth_mb:.0f} MB"
+    )
+
+
+def test_full_compaction_of_a_300_mb_table_stays_near_its_budget(
+    tmp_path: Path, new_catalog_uri
+) -> None:
+    """Ten commits that each span the whole key range: every merge round reads
+    all ten objects at once, so the budget decides the batch sizes."""
+    from tenants.schema import Column, TableSchema
+    from tenants.store import TableStore
+
+    catalog = new_catalog_uri()
+    warehouse = f"file://{tmp_path / 'warehouse'}"
+    store = TableStore.open(catalog, warehouse)
+    store.create_tenant("acme")
+    schema = TableSchema((Column("id", "int64", nullable=False), Column("p", "binary")), ("id",))
+    store.create_table("acme", "db", "warm", schema)
+    store.create_table("acme", "db", "t", schema)
+    for i in range(2):
+        store.write("acme", "db", "warm", upserts=pa.table({"id": [i, 5], "p": [b"x", b"y"]}))
+    rng = np.random.default_rng(3)
+    rows = 150_000
+    distinct: set[int] = set()
+    for _ in range(10):
+        ids = rng.choice(2_000_000, size=rows, replace=False)
+        distinct.update(ids.tolist())
+        payload = rng.integers(0, 256, size=rows * 200, dtype=np.uint8)
+        offsets = np.arange(0, (rows + 1) * 200, 200, dtype=np.int32)
+        values = pa.BinaryArray.from_buffers(
+            pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(payload)]
+        )
+        store.write("acme", "db", "t", upserts=pa.table({"id": ids, "p": values}))
+    stored = sum(o.bytes for _, o in store.objects_of("acme"))
+    assert stored > 290 * MB
+    budget = 128 * 1024 * 1024
+
+    report = run_job(
+        {"what": "compact", "catalog": catalog, "warehouse": warehouse, "memory": budget}
+    )
+
+    assert report["rows"] == len(distinct)  # no snapshot: the newest version of each id
+    growth_mb = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
+    assert growth_mb < 250, (
+        f"compacting {stored / MB:.0f} MB grew the process by {growth_mb:.0f} MB"
+    )
+
+
+def test_loading_a_400_mb_csv_grows_the_process_by_under_300_mb(
+    tmp_path: Path, new_catalog_uri
+) -> None:
+    import pyarrow.csv as pa_csv
+
+    from tenants.schema import Column, TableSchema
+    from tenants.store import TableStore
+
+    catalog = new_catalog_uri()
+    warehouse = f"file://{tmp_path / 'warehouse'}"
+    store = TableStore.open(catalog, warehouse)
+    store.create_tenant("acme")
+    schema = TableSchema((Column("id", "int64", nullable=False), Column("v", "string")), ("id",))
+    store.create_table("acme", "db", "t", schema)
+    store.create_table("acme", "db", "warm", schema)
+    csv = tmp_path / "big.csv"
+    rng = np.random.default_rng(4)
+    ids = rng.permutation(1_900_000)  # shuffled: every chunk spans the whole key range
+    width = 200
+    with pa_csv.CSVWriter(csv, pa.schema([("id", pa.int64()), ("v", pa.string())])) as out:
+        for start in range(0, len(ids), 100_000):
+            chunk = ids[start : start + 100_000]
+            letters = rng.integers(ord("a"), ord("z") + 1, size=len(chunk) * width, dtype=np.uint8)
+            offsets = np.arange(0, (len(chunk) + 1) * width, width, dtype=np.int32)
+            values = pa.StringArray.from_buffers(
+                len(chunk), pa.py_buffer(offsets), pa.py_buffer(letters)
+            )
+            out.write_table(pa.table({"id": chunk, "v": values}))
+    warm = tmp_path / "warm.csv"
+    warm.write_text("id,v\n1,a\n2,b\n")
+    size_mb = csv.stat().st_size / MB
+    assert size_mb > 390
+
+    report = run_job(
+        {
+            "what": "load",
+            "catalog": catalog,
+            "warehouse": warehouse,
+            "csv": str(csv),
+            "warm": str(warm),
+        }
+    )
+
+    assert report["rows"] == len(ids)
+    growth_mb = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
+    assert growth_mb < 300, f"loading {size_mb:.0f} MB grew the process by {growth_mb:.0f} MB"

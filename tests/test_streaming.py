@@ -1,0 +1,346 @@
+"""Streamed objects: writes in pieces, checked reads, one content hash for the same rows.
+
+Real stores (a ``file://`` directory and the moto HTTP server). The suite runs
+with tiny row groups and batches (conftest), so every object here spans many.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from engine.restore.plan import RewriteTask
+from engine.restore.rewrite import run_task
+from tenants import object_reader
+from tenants.embedded_s3 import EmbeddedS3
+from tenants.errors import CorruptObject
+from tenants.object_io import read_object, record_of, write_object
+from tenants.object_reader import object_row_hash, open_object
+from tenants.object_writer import ObjectWriter
+from tenants.objects import ObjectRecord, object_key, sort_by_key_and_ts
+from tenants.objectstore import ObjectStore, open_object_store
+from tenants.objectstore import s3 as s3_module
+from tenants.row_hash import HASH_ROWS, RowHasher, rows_hash
+from tenants.schema import TS
+
+
+@pytest.fixture(params=["file", "s3"])
+def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    if request.param == "file":
+        return open_object_store(f"file://{tmp_path / 'warehouse'}")
+    s3: EmbeddedS3 = request.getfixturevalue("s3_server")
+    bucket: str = request.getfixturevalue("bucket")
+    return open_object_store(f"s3://{bucket}/warehouse", s3.settings)
+
+
+def versions(n: int, *, seed: int = 0, text: int = 8) -> pa.Table:
+    """``n`` row versions in (id, __ts) order: two or three versions per id, some nulls."""
+    rng = random.Random(seed)
+    ids: list[int] = []
+    stamps: list[int] = []
+    key = 0
+    while len(ids) < n:
+        for ts in sorted(rng.sample(range(1, 100), rng.randint(1, 3))):
+            ids.append(key)
+            stamps.append(ts)
+        key += 1
+    ids, stamps = ids[:n], stamps[:n]
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "v": [None if rng.random() < 0.1 else "x" * rng.randint(0, text) for _ in ids],
+            "f": [None if rng.random() < 0.1 else rng.random() for _ in ids],
+            TS: pa.array(stamps, pa.int64()),
+        }
+    )
+
+
+def rechunk(table: pa.Table, seed: int) -> list[pa.RecordBatch]:
+    """The same rows cut at random places."""
+    rng = random.Random(seed)
+    batches, start = [], 0
+    while start < table.num_rows:
+        size = rng.randint(1, max(1, table.num_rows // 3))
+        batches.extend(table.slice(start, size).to_batches())
+        start += size
+    return batches
+
+
+# --- the content hash ------------------------------------------------------------------------
+
+
+def test_row_hash_depends_on_rows_not_on_their_chunking() -> None:
+    table = versions(HASH_ROWS * 2 + 123)  # several canonical runs, a short last one
+    expected = rows_hash(table)
+    for seed in range(3):
+        assert rows_hash(rechunk(table, seed), table.schema) == expected
+    # Nullability and metadata are not part of the rows.
+    relaxed = table.cast(pa.schema([pa.field(f.name, f.type, True) for f in table.schema]))
+    assert rows_hash(relaxed.replace_schema_metadata({"a": "b"})) == expected
+    # Any change of a value, of the order or of a type changes it.
+    assert rows_hash(table.slice(1)) != expected
+    assert rows_hash(table.take(list(range(table.num_rows))[::-1])) != expected
+    changed = table.set_column(1, "v", pc.if_else(pc.equal(table["id"], 7), "changed", table["v"]))
+    assert rows_hash(changed) != expected
+    assert rows_hash(table.cast(table.schema.set(2, pa.field("f", pa.float32())))) != expected
+
+
+def test_an_empty_hash_names_the_columns() -> None:
+    assert RowHasher(pa.schema([("a", pa.int64())])).hexdigest() != (
+        RowHasher(pa.schema([("b", pa.int64())])).hexdigest()
+    )
+
+
+# --- streamed writes -------------------------------------------------------------------------
+
+
+def test_a_streamed_object_spans_row_groups_and_is_described_as_it_passed(
+    object_store: ObjectStore,
+) -> None:
+    rows = versions(500)
+    key = object_key("t", "tbl", "data", "streamed")
+    with ObjectWriter(object_store, key, rows.schema, ["id"], hash_rows=True) as writer:
+        for batch in rechunk(rows, 1):
+            writer.write(batch)
+        written = writer.finish()
+    data = object_store.get(key)
+    assert written.bytes == len(data)
+    assert written.checksum == hashlib.sha256(data).hexdigest()
+    assert written.rows == 500
+    assert (written.min_ts, written.max_ts) == (
+        pc.min(rows[TS]).as_py(),
+        pc.max(rows[TS]).as_py(),
+    )
+    assert (written.min_pk, written.max_pk) == ("[0]", f"[{rows['id'][-1].as_py()}]")
+    assert written.row_hash == rows_hash(rows)
+    metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+    assert metadata.num_row_groups > 5  # 40 rows a group in the suite
+    assert {metadata.row_group(i).num_rows for i in range(metadata.num_row_groups - 1)} == {40}
+
+    record = record_of(written, "streamed", "data", "fp", 0)
+    assert read_object(object_store, record).equals(rows)
+    assert object_row_hash(object_store, record) == written.row_hash
+
+
+def test_a_failed_streamed_write_leaves_nothing(object_store: ObjectStore) -> None:
+    rows = versions(200)
+    key = object_key("t", "tbl", "data", "failed")
+    with pytest.raises(RuntimeError, match="boom"):
+        with ObjectWriter(object_store, key, rows.schema, ["id"]) as writer:
+            writer.write(rows)
+            raise RuntimeError("boom")
+    assert list(object_store.list("t/")) == [] and list(object_store.list("tenants/")) == []
+    assert list(object_store.partial_writes("tenants/")) == []
+
+
+def test_rows_out_of_order_are_refused_and_nothing_is_published(object_store: ObjectStore) -> None:
+    rows = versions(100)
+    shuffled = rows.take(list(range(50, 100)) + list(range(50)))
+    key = object_key("t", "tbl", "data", "unsorted")
+    with pytest.raises(AssertionError, match="order"):
+        with ObjectWriter(object_store, key, rows.schema, ["id"]) as writer:
+            for batch in shuffled.to_batches(max_chunksize=50):
+                writer.write(batch)
+    assert list(object_store.list("tenants/")) == []
+
+
+def test_a_large_s3_object_goes_up_in_parts_and_an_abort_removes_the_upload(
+    s3_server: EmbeddedS3, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_module, "PART_BYTES", 5 * 1024 * 1024)  # S3's smallest part
+    store = open_object_store(f"s3://{bucket}/warehouse", s3_server.settings)
+    noise = pa.table({"b": [random.randbytes(1 << 20) for _ in range(12)]})  # ~12 MiB
+    output = store.open_output("big/one")
+    for value in noise["b"].to_pylist():
+        output.write(value)
+    assert [w.kind for w in store.partial_writes("big/")] == ["multipart"]
+    assert list(store.list("big/")) == []  # invisible until committed
+    output.abort()
+    assert list(store.partial_writes("big/")) == [] and list(store.list("big/")) == []
+
+    key = object_key("t", "tbl", "data", "parts")
+    schema = pa.schema([("id", pa.int64()), ("b", pa.binary()), (TS, pa.int64())])
+    rows = pa.table({"id": range(12), "b": noise["b"], TS: [1] * 12}, schema=schema)
+    with ObjectWriter(store, key, schema, ["id"]) as writer:
+        writer.write(rows)
+        written = writer.finish()
+    assert written.bytes > 10 * 1024 * 1024
+    assert store.head(key).size == written.bytes
+    assert list(store.partial_writes("tenants/")) == []
+    assert read_object(store, record_of(written, "parts", "data", "fp", 0)).equals(rows)
+
+
+# --- checked reads ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("in_memory", [True, False], ids=["in-memory", "spooled"])
+def test_a_damaged_object_fails_its_checksum_by_name(
+    object_store: ObjectStore, in_memory: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(object_reader, "IN_MEMORY_BYTES", 1 << 30 if in_memory else 0)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setenv("REWIND_SPOOL_DIR", str(spool))
+    rows = versions(300)
+    record = write_object(
+        object_store,
+        rows,
+        tenant_id="t",
+        table_id="tbl",
+        kind="data",
+        fingerprint="fp",
+        primary_key=["id"],
+        created_ts=0,
+    )
+    data = bytearray(object_store.get(record.key))
+    data[len(data) // 2] ^= 0xFF
+    object_store.put(record.key, bytes(data))
+    with pytest.raises(CorruptObject, match=record.key):
+        with open_object(object_store, record) as reader:
+            list(reader.batches())
+    assert list(spool.iterdir()) == []  # the spool file went with the failure
+
+
+# --- one hash whichever path wrote the rows --------------------------------------------------
+
+
+def test_the_same_rows_hash_the_same_whichever_path_wrote_them(object_store: ObjectStore) -> None:
+    rows = versions(700, seed=3)
+    cut = 50
+    kept = rows.filter(pc.less_equal(rows[TS], cut))
+    # An object as a compaction or backup writes it (a table, sorted on the way in) ...
+    whole = write_object(
+        object_store,
+        rows.take(list(range(rows.num_rows))[::-1]),
+        tenant_id="t",
+        table_id="tbl",
+        kind="data",
+        fingerprint="fp",
+        primary_key=["id"],
+        created_ts=0,
+    )
+    # ... the rewrite of it at the cut, streamed ...
+    task = RewriteTask("task", "job", whole, ("id",), cut, "t2", "tbl2")
+    result = run_task(object_store, task)
+    # ... and the kept rows written whole by another writer.
+    direct = write_object(
+        object_store,
+        kept,
+        tenant_id="t3",
+        table_id="tbl3",
+        kind="data",
+        fingerprint="fp",
+        primary_key=["id"],
+        created_ts=0,
+    )
+    expected = rows_hash(sort_by_key_and_ts(kept, ["id"]))
+    assert result.content_hash == expected
+    assert object_row_hash(object_store, result.output) == expected
+    assert object_row_hash(object_store, direct) == expected
+    assert result.output.rows == kept.num_rows
+    assert read_object(object_store, result.output).equals(kept)
+
+
+def test_a_commit_objects_rows_inherit_their_ts_batch_by_batch(object_store: ObjectStore) -> None:
+    from tenants.object_io import stamp, write_commit_object
+
+    rows = pa.table({"id": pa.array(range(90), pa.int64()), "v": [str(i) for i in range(90)]})
+    record = stamp(
+        write_commit_object(
+            object_store,
+            rows,
+            tenant_id="t",
+            table_id="tbl",
+            kind="data",
+            fingerprint="fp",
+            primary_key=["id"],
+        ),
+        77,
+    )
+    with open_object(object_store, record) as reader:
+        batches = list(reader.batches())
+        assert len(batches) > 3
+        assert reader.schema.names == ["id", "v", TS]
+        assert {b.column(TS).to_pylist().count(77) for b in batches} == {
+            b.num_rows for b in batches
+        }
+        ids = list(reader.batches(["id"], row_groups=[1]))
+        assert pa.Table.from_batches(ids)["id"].to_pylist() == list(range(40, 80))
+
+
+def test_an_object_record_roundtrips_through_a_streamed_write(object_store: ObjectStore) -> None:
+    rows = versions(120)
+    record = write_object(
+        object_store,
+        rows,
+        tenant_id="t",
+        table_id="tbl",
+        kind="tomb",
+        fingerprint="fp",
+        primary_key=["id"],
+        created_ts=5,
+    )
+    assert isinstance(record, ObjectRecord) and record.sorted and record.kind == "tomb"
+    assert record.bytes == object_store.head(record.key).size
+
+
+# --- streamed loads --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def table_store(new_catalog_uri, tmp_path: Path):  # type: ignore[no-untyped-def]
+    from tenants.schema import Column, TableSchema
+    from tenants.store import TableStore
+
+    store = TableStore.open(new_catalog_uri(), f"file://{tmp_path / 'warehouse'}")
+    store.create_tenant("acme")
+    schema = TableSchema((Column("id", "int64", nullable=False), Column("v", "string")), ("id",))
+    store.create_table("acme", "db", "t", schema)
+    return store
+
+
+def test_a_load_in_chunks_is_one_commit_of_several_objects(table_store) -> None:  # type: ignore[no-untyped-def]
+    from tenants.loads import load
+
+    ids = list(range(1000))
+    random.Random(2).shuffle(ids)
+    batches = [
+        pa.table(
+            {"id": pa.array(ids[i : i + 70], pa.int64()), "v": [str(x) for x in ids[i : i + 70]]}
+        )
+        for i in range(0, 1000, 70)
+    ]
+    result = load(
+        table_store.catalog, table_store.objects, "acme", "db", "t", iter(batches), chunk_bytes=3000
+    )
+    assert result.upserted == 1000 and len(result.object_ids) > 3
+    rows = table_store.read("acme", "db", "t")
+    assert rows["id"].to_pylist() == list(range(1000))
+    assert {o.min_ts for _, o in table_store.objects_of("acme")} == {result.ts}
+
+
+def test_a_key_in_two_chunks_fails_the_load_and_leaves_nothing(table_store) -> None:  # type: ignore[no-untyped-def]
+    from tenants.errors import KeyViolation
+    from tenants.loads import load
+
+    first = pa.table({"id": pa.array(range(100), pa.int64()), "v": ["a"] * 100})
+    second = pa.table({"id": pa.array(range(99, 200), pa.int64()), "v": ["b"] * 101})
+    with pytest.raises(KeyViolation, match=r"duplicate key.*\[99\]"):
+        load(
+            table_store.catalog,
+            table_store.objects,
+            "acme",
+            "db",
+            "t",
+            iter([first, second]),
+            chunk_bytes=100,
+        )
+    assert table_store.objects_of("acme") == []
+    assert list(table_store.objects.list("tenants/")) == []
+    assert table_store.read("acme", "db", "t").num_rows == 0
