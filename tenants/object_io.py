@@ -14,12 +14,14 @@ the column, so no reader sees the difference.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
 
 import pyarrow as pa
 
-from tenants.object_reader import open_object
+from tenants.errors import CorruptObject
+from tenants.object_reader import CHUNK_BYTES, open_object
 from tenants.object_writer import ObjectWriter, WrittenObject
 from tenants.objects import (
     ObjectKind,
@@ -119,6 +121,40 @@ def record_of(
         checksum=written.checksum,
         created_ts=created_ts,
     )
+
+
+def copy_object(
+    source: ObjectStore,
+    key: str,
+    size: int,
+    checksum: str,
+    dest: ObjectStore,
+    dest_key: str,
+    what: str = "object",
+) -> None:
+    """Stream ``key`` of ``source`` to ``dest_key`` of ``dest``, a chunk at a time;
+    the copy is published only if its size and sha256 are the ones recorded.
+
+    Raises:
+        CorruptObject: the source's bytes do not match (nothing is published).
+    """
+    output = dest.open_output(dest_key)
+    sha = hashlib.sha256()
+    copied = 0
+    try:
+        for chunk in source.stream(key, CHUNK_BYTES):
+            sha.update(chunk)
+            copied += len(chunk)
+            output.write(chunk)
+        if copied != size or sha.hexdigest() != checksum:
+            raise CorruptObject(
+                f"{what} {source.warehouse.uri}/{key} does not match its record ({copied} bytes, "
+                f"expected {size}, or its sha256 differs); nothing was copied"
+            )
+    except BaseException:
+        output.abort()
+        raise
+    output.commit()
 
 
 def stamp(record: ObjectRecord, ts: int) -> ObjectRecord:

@@ -191,6 +191,16 @@ def object_row_hash(store: ObjectStore, record: ObjectRecord) -> str:
         return hasher.hexdigest()
 
 
+def digest_of(store: ObjectStore, key: str) -> tuple[int, str]:
+    """The size and sha256 of ``key``'s bytes, streamed."""
+    sha = hashlib.sha256()
+    size = 0
+    for chunk in store.stream(key, CHUNK_BYTES):
+        sha.update(chunk)
+        size += len(chunk)
+    return size, sha.hexdigest()
+
+
 def _mismatch(where: str, size: int, record: ObjectRecord) -> CorruptObject:
     return CorruptObject(f"object {where} has {size} bytes, the catalog records {record.bytes}")
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tenants.mvcc import IS_DATA, project
-from tenants.object_io import read_object
+from tenants.object_reader import open_object
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.reads import ReadPlan
@@ -38,18 +38,24 @@ def _event_batches(
 ) -> Iterator[pa.RecordBatch]:
     target = _events_schema(schema)
     for record in records:
-        rows = project(read_object(store, record), schema, keys_only=record.kind == "tomb")
-        rows = rows.filter(pc.less_equal(rows.column(TS), as_of))
-        if not rows.num_rows:
-            continue
-        flag = pa.repeat(pa.scalar(record.kind == "data"), rows.num_rows)
-        rows = rows.append_column(IS_DATA, flag)
-        arrays = [
-            rows.column(f.name) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
-            for f in target
-        ]
-        table = pa.Table.from_arrays(arrays, schema=target)
-        yield from table.to_batches()
+        # Batch by batch: a task holds a batch of its object, never the object.
+        with open_object(store, record) as reader:
+            for batch in reader.batches():
+                rows = project(
+                    pa.Table.from_batches([batch]), schema, keys_only=record.kind == "tomb"
+                )
+                rows = rows.filter(pc.less_equal(rows.column(TS), as_of))
+                if not rows.num_rows:
+                    continue
+                flag = pa.repeat(pa.scalar(record.kind == "data"), rows.num_rows)
+                rows = rows.append_column(IS_DATA, flag)
+                arrays = [
+                    rows.column(f.name)
+                    if f.name in rows.column_names
+                    else pa.nulls(rows.num_rows, f.type)
+                    for f in target
+                ]
+                yield from pa.Table.from_arrays(arrays, schema=target).to_batches()
 
 
 def read_function(

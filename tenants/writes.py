@@ -46,10 +46,11 @@ from tenants.errors import (
     SchemaMismatch,
 )
 from tenants.mvcc import project, resolve
-from tenants.object_io import read_object, stamp, write_commit_object
+from tenants.object_io import stamp, write_commit_object
+from tenants.object_reader import open_object
 from tenants.objects import ObjectKind, ObjectRecord, add_member, insert_object, live_objects
 from tenants.objectstore import ObjectStore
-from tenants.schema import TableSchema
+from tenants.schema import TS, TableSchema
 from tenants.tenancy import (
     TableRecord,
     TenantRecord,
@@ -279,9 +280,13 @@ def present_keys(
     data: list[pa.Table] = []
     tombs: list[pa.Table] = []
     for record in members:
-        events = project(read_object(store, record), target.schema, keys_only=True)
-        events = events.join(keys, keys=pk, join_type="left semi")  # only the keys asked about
-        (data if record.kind == "data" else tombs).append(events)
+        # Streamed: only the events of the keys asked about are kept.
+        with open_object(store, record) as reader:
+            for batch in reader.batches([*pk, TS]):
+                events = project(pa.Table.from_batches([batch]), target.schema, keys_only=True)
+                events = events.join(keys, keys=pk, join_type="left semi")
+                if events.num_rows:
+                    (data if record.kind == "data" else tombs).append(events)
     visible = resolve(data, tombs, key_schema, now)
     return visible.cast(target.schema.key_arrow())
 

@@ -15,15 +15,14 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any
-
-import pyarrow.compute as pc
+from typing import Any, cast
 
 from engine.backup.destination import backup_root, read_manifest
 from engine.logical.reload import discard_staging
 from engine.restore.install import create_tables
 from engine.restore.members import live_members
 from engine.restore.plan import RestorePlan, plan_in
+from engine.restore.rewrite import rewrite_object
 from tenants.catalog import Tx
 from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.staging import (
@@ -32,11 +31,10 @@ from tenants.catalog.staging import (
 )
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
-from tenants.object_io import read_object
-from tenants.objects import ObjectRecord, add_member, insert_object, object_key, sort_by_key_and_ts
+from tenants.object_io import copy_object
+from tenants.object_reader import digest_of
+from tenants.objects import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import encode
-from tenants.schema import TS
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, retire_tenant, tenant_by_id
 
@@ -89,22 +87,26 @@ def create_physical(
             if present.get(path) == record.bytes and item.action == "reuse":
                 referenced += 1
             elif item.action == "reuse":
-                data = store.objects.get(record.key)
-                if len(data) != record.bytes or hashlib.sha256(data).hexdigest() != record.checksum:
-                    raise CorruptObject(
-                        f"object {record.key} does not match its catalog record; backup stopped"
+                try:
+                    copy_object(
+                        store.objects, record.key, record.bytes, record.checksum, dest, path
                     )
-                dest.put(path, data)
+                except CorruptObject as e:
+                    raise CorruptObject(f"{e.message}; backup stopped") from e
                 copied += 1
-                copied_bytes += len(data)
+                copied_bytes += record.bytes
             else:
-                record, data = _rewrite(store, item.object, table.primary_key, plan.at_ts)
+                # Stored already (an earlier backup at the same S): rewrite only to
+                # describe it, writing nowhere.
+                target = cast(ObjectStore, _Nowhere(dest)) if path in present else dest
+                record = _rewrite(store, item.object, table.primary_key, plan.at_ts, target, path)
                 if present.get(path) == record.bytes:
                     referenced += 1
                 else:
-                    dest.put(path, data)
+                    if path in present:  # a different size: write it after all
+                        _rewrite(store, item.object, table.primary_key, plan.at_ts, dest, path)
                     copied += 1
-                    copied_bytes += len(data)
+                    copied_bytes += record.bytes
                 rewritten += 1
             stored[item.object.id] = {
                 "path": path,
@@ -149,29 +151,45 @@ def _rewritten_record(record: ObjectRecord, at_ts: int) -> ObjectRecord:
 
 
 def _rewrite(
-    store: TableStore, record: ObjectRecord, primary_key: tuple[str, ...], at_ts: int
-) -> tuple[ObjectRecord, bytes]:
-    rows = read_object(store.objects, record)
-    kept = sort_by_key_and_ts(rows.filter(pc.less_equal(rows.column(TS), at_ts)), primary_key)
-    data, checksum = encode(kept)
-    bounds = pc.min_max(kept.column(TS))
-    first = json.dumps([kept.column(k)[0].as_py() for k in primary_key], default=str)
-    last = json.dumps([kept.column(k)[kept.num_rows - 1].as_py() for k in primary_key], default=str)
-    derived = _rewritten_record(record, at_ts)
-    return (
-        replace(
-            derived,
-            rows=kept.num_rows,
-            bytes=len(data),
-            min_ts=int(bounds["min"].as_py()),
-            max_ts=int(bounds["max"].as_py()),
-            min_pk=first,
-            max_pk=last,
-            sorted=True,
-            checksum=checksum,
-        ),
-        data,
+    store: TableStore,
+    record: ObjectRecord,
+    primary_key: tuple[str, ...],
+    at_ts: int,
+    dest: ObjectStore,
+    path: str,
+) -> ObjectRecord:
+    """The straddler's rows at S streamed to ``path`` (tenants' rewrite), described."""
+    written = rewrite_object(store.objects, record, at_ts, primary_key, dest, path)
+    return replace(
+        _rewritten_record(record, at_ts),
+        rows=written.rows,
+        bytes=written.bytes,
+        min_ts=written.min_ts,
+        max_ts=written.max_ts,
+        min_pk=written.min_pk,
+        max_pk=written.max_pk,
+        sorted=True,
+        checksum=written.checksum,
     )
+
+
+class _Nowhere:
+    """A destination that takes a stream's bytes and keeps none of them."""
+
+    def __init__(self, dest: ObjectStore) -> None:
+        self.warehouse = dest.warehouse
+
+    def open_output(self, key: str) -> _Nowhere:
+        return self
+
+    def write(self, data: bytes | memoryview) -> int:
+        return len(data)
+
+    def commit(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
 
 
 def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
@@ -189,8 +207,7 @@ def verify_physical(dest: ObjectStore, backup_id: str) -> int:
     raw = read_physical_manifest(dest, backup_id)
     for entry in raw["objects"].values():
         record = entry["record"]
-        data = dest.get(entry["path"])
-        if len(data) != record["bytes"] or hashlib.sha256(data).hexdigest() != record["checksum"]:
+        if digest_of(dest, entry["path"]) != (record["bytes"], record["checksum"]):
             raise CorruptObject(
                 f"backup {backup_id}: object {dest.warehouse.uri}/{entry['path']} does not match the manifest"
             )
@@ -239,7 +256,9 @@ def restore_physical(
         record = ObjectRecord(**entry["record"])
         object_id = new_id()
         key = object_key(tenant_id, table_id, record.kind, object_id)
-        store.objects.put(key, dest.get(entry["path"]))
+        copy_object(
+            dest, entry["path"], record.bytes, record.checksum, store.objects, key, "backup object"
+        )
         installed.setdefault(table_id, []).append(replace(record, id=object_id, key=key))
     with store.catalog.transaction() as tx:
         tx.observe_ts(plan.at_ts)  # this deployment's clock may be behind the source's

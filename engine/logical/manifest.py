@@ -19,7 +19,7 @@ from typing import Literal
 import pyarrow as pa
 
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
-from tenants.object_reader import CHUNK_BYTES
+from tenants.object_reader import digest_of
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import content_hash
@@ -204,12 +204,8 @@ def read_manifest(store: ObjectStore, root: str) -> DumpManifest:
 def check_file(store: ObjectStore, root: str, entry: DumpFile) -> None:
     """Check a dump file's size and sha256, streaming its bytes."""
     where = f"{store.warehouse.uri}/{root}/{entry.path}"
-    sha = hashlib.sha256()
-    size = 0
-    for chunk in store.stream(f"{root}/{entry.path}", CHUNK_BYTES):
-        sha.update(chunk)
-        size += len(chunk)
-    if size != entry.bytes or sha.hexdigest() != entry.sha256:
+    size, sha = digest_of(store, f"{root}/{entry.path}")
+    if size != entry.bytes or sha != entry.sha256:
         raise CorruptObject(
             f"dump file {where} does not match the manifest ({size} bytes, expected {entry.bytes}, "
             "or its sha256 differs)"

@@ -19,7 +19,7 @@ from engine.restore.plan import RewriteTask
 from tenants.errors import RewindError, TaskFailed
 from tenants.object_io import record_of
 from tenants.object_reader import open_object
-from tenants.object_writer import ObjectWriter
+from tenants.object_writer import ObjectWriter, WrittenObject
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS
@@ -58,7 +58,9 @@ def run_task(store: ObjectStore, task: RewriteTask) -> RewriteResult:
     try:
         return replace(_rewrite(store, task), worker=where)
     except RewindError as e:
-        raise type(e)(f"restore job {task.job_id}: rewriting {task.input.key} on {where}: {e.message}") from e
+        raise type(e)(
+            f"restore job {task.job_id}: rewriting {task.input.key} on {where}: {e.message}"
+        ) from e
     except Exception as e:
         raise TaskFailed(
             f"restore job {task.job_id}: rewriting {task.input.key} on {where}: "
@@ -67,22 +69,31 @@ def run_task(store: ObjectStore, task: RewriteTask) -> RewriteResult:
 
 
 def _rewrite(store: ObjectStore, task: RewriteTask) -> RewriteResult:
-    """Stream the input's row groups through the cut into the output: rows are
-    stored in (pk, ts) order and a filter keeps it, so nothing is sorted and
-    memory is a row group whatever the object's size."""
-    with open_object(store, task.input) as reader:
-        with ObjectWriter(
-            store, task.out_key, reader.schema, task.primary_key, hash_rows=True
-        ) as writer:
-            for batch in reader.batches():
-                kept = batch.filter(pc.less_equal(batch.column(TS), task.as_of))
-                writer.write(kept)
-            if writer.rows == 0:
-                raise TaskFailed(
-                    f"no row of {task.input.key} is at or before ts {task.as_of}: "
-                    "the planner only rewrites objects that straddle the cut"
-                )
-            written = writer.finish()
+    written = rewrite_object(store, task.input, task.as_of, task.primary_key, store, task.out_key)
     record = record_of(written, task.out_object_id, task.input.kind, task.input.fingerprint, 0)
     assert written.row_hash is not None
     return RewriteResult(task.task_id, record, written.row_hash)
+
+
+def rewrite_object(
+    source: ObjectStore,
+    record: ObjectRecord,
+    as_of: int,
+    primary_key: tuple[str, ...],
+    dest: ObjectStore,
+    dest_key: str,
+) -> WrittenObject:
+    """Stream ``record``'s rows at or before ``as_of`` to ``dest_key``: rows are
+    stored in (pk, ts) order and a filter keeps it, so nothing is sorted and
+    memory is a row group whatever the object's size. (A restore's task and a
+    physical backup's straddler both come here.)"""
+    with open_object(source, record) as reader:
+        with ObjectWriter(dest, dest_key, reader.schema, primary_key, hash_rows=True) as writer:
+            for batch in reader.batches():
+                writer.write(batch.filter(pc.less_equal(batch.column(TS), as_of)))
+            if writer.rows == 0:
+                raise TaskFailed(
+                    f"no row of {record.key} is at or before ts {as_of}: "
+                    "only objects that straddle the cut are rewritten"
+                )
+            return writer.finish()
