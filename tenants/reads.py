@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tenants.catalog import Catalog
+from tenants.key_range import KeyRange
 from tenants.lineage import require_data, resolve_point
 from tenants.merge import MergeInput, gather, last_of_each_key, merge_rounds
 from tenants.mvcc import IS_DATA, project
@@ -76,15 +77,21 @@ def read_local(store: ObjectStore, plan: ReadPlan) -> pa.Table:
 
 
 def stream_visible(
-    store: ObjectStore, plan: ReadPlan, *, limit: int | None = None
+    store: ObjectStore,
+    plan: ReadPlan,
+    *,
+    limit: int | None = None,
+    keys: KeyRange | None = None,
 ) -> Iterator[pa.Table]:
     """Visible rows of the plan's table at its time, in primary-key order, a round
     at a time (see the module doc).
 
-    With ``limit``, at most that many rows, read in small batches and without
-    each object's whole-file checksum (a partial read cannot have it; every
-    page read is still CRC-checked): the first rows of a huge table come after
-    reading a little of each object, not all of it.
+    With ``limit``, at most that many rows, read in small batches; with ``keys``,
+    only that key range, skipping objects and row groups outside it
+    (tenants.key_range). Either is a partial read, done without each object's
+    whole-file checksum (a partial read cannot have it; every page read is
+    still CRC-checked): the first rows of a huge table come after reading a
+    little of each object, not all of it.
     """
     schema = plan.table.schema
     target = schema.arrow()
@@ -94,16 +101,18 @@ def stream_visible(
     left = limit
     if left == 0 or not plan.objects:
         return
+    objects = [o for o in plan.objects if keys is None or keys.may_hold(o)]
+    whole = limit is None and keys is None
     with ExitStack() as stack:
         sources = []
         data_sources = []
-        for index, record in enumerate(plan.objects):
-            reader = stack.enter_context(open_object(store, record, verify=limit is None))
+        for index, record in enumerate(objects):
+            reader = stack.enter_context(open_object(store, record, verify=whole))
             keys_only = record.kind == "tomb"
             sources.append(
                 MergeInput(
                     record.kind,
-                    _events_at(reader, schema, plan.as_of, keys_only, batch_rows),
+                    _events_at(reader, schema, plan.as_of, keys_only, batch_rows, keys),
                 )
             )
             if not keys_only:
@@ -131,10 +140,15 @@ def _events_at(
     as_of: int,
     keys_only: bool,
     batch_rows: int | None,
+    keys: KeyRange | None,
 ) -> Iterator[pa.RecordBatch]:
-    """An object's events at or before ``as_of``, conformed to ``schema``."""
-    for batch in reader.batches(batch_rows=batch_rows):
+    """An object's events at or before ``as_of`` (and in ``keys``), conformed to ``schema``."""
+    pk = list(schema.primary_key)
+    groups = None if keys is None else keys.row_groups(reader.parquet, pk[0])
+    for batch in reader.batches(batch_rows=batch_rows, row_groups=groups):
         rows = pa.Table.from_batches([batch])
         rows = rows.filter(pc.less_equal(rows.column(TS), as_of))
+        if keys is not None:
+            rows = rows.filter(keys.mask(rows, pk))
         if rows.num_rows:
             yield from project(rows, schema, keys_only=keys_only).to_batches()

@@ -158,6 +158,19 @@ def test_query_table_view_shows_rows_and_honours_limit(rewind: Rewind, loaded: s
     assert len(query_rows(rewind, "--limit", "1")) == 1
 
 
+def test_query_of_a_key_range_shows_only_those_keys(rewind: Rewind, loaded: str) -> None:
+    everything = query_rows(rewind)
+    ranged = query_rows(rewind, "--from", "[1, 2]", "--to", "2")
+    assert ranged == [
+        r
+        for r in everything
+        if (r["customer_id"], r["order_no"]) >= (1, 2) and r["customer_id"] <= 2
+    ]
+    assert ranged and len(ranged) < len(everything)
+    bad = rewind("query", "acme", loaded, "--from", "x")
+    assert bad.exit_code != 0 and "not a int64 for key column 'customer_id'" in bad.stderr
+
+
 def test_delete_hides_rows_now_and_as_of_an_earlier_time_still_shows_them(
     rewind: Rewind, orders: str, api: TableStore, tmp_path: Path
 ) -> None:

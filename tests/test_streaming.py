@@ -344,3 +344,67 @@ def test_a_key_in_two_chunks_fails_the_load_and_leaves_nothing(table_store) -> N
     assert table_store.objects_of("acme") == []
     assert list(table_store.objects.list("tenants/")) == []
     assert table_store.read("acme", "db", "t").num_rows == 0
+
+
+# --- key ranges --------------------------------------------------------------------------
+
+
+def test_a_key_range_reads_what_a_filter_of_everything_shows(table_store) -> None:  # type: ignore[no-untyped-def]
+    from tenants.key_range import KeyRange
+    from tenants.reads import stream_visible
+
+    for start in range(0, 600, 150):  # four commits, key-disjoint objects
+        ids = list(range(start, start + 150))
+        table_store.write(
+            "acme",
+            "db",
+            "t",
+            upserts=pa.table({"id": pa.array(ids, pa.int64()), "v": [f"v{i}" for i in ids]}),
+        )
+    table_store.write("acme", "db", "t", deletes=pa.table({"id": pa.array([200, 201], pa.int64())}))
+    everything = table_store.read("acme", "db", "t")
+    plan = table_store.plan_read("acme", "db", "t")
+    key_schema = plan.table.schema.key_arrow()
+    for low, high in [("190", "260"), (None, "5"), ("590", None), ("1000", "2000"), ("300", "300")]:
+        keys = KeyRange.parse(low, high, key_schema)
+        got = pa.concat_tables(
+            [everything.slice(0, 0), *stream_visible(table_store.objects, plan, keys=keys)]
+        )
+        lo = int(low) if low else -1
+        hi = int(high) if high else 10**9
+        expected = everything.filter(
+            pc.and_(pc.greater_equal(everything["id"], lo), pc.less_equal(everything["id"], hi))
+        )
+        assert got.equals(expected), (low, high)
+    # Objects and row groups outside the range are skipped before they are read.
+    keys = KeyRange.parse("190", "260", key_schema)
+    held = [o for o in plan.objects if keys.may_hold(o)]
+    assert 2 <= len(held) < len(plan.objects)
+    with open_object(table_store.objects, held[0]) as reader:
+        groups = keys.row_groups(reader.parquet, "id")
+        assert groups is not None and 0 < len(groups) < reader.num_row_groups
+
+
+def test_a_multi_column_key_range_compares_as_tuples() -> None:
+    from tenants.key_range import KeyRange
+
+    key_schema = pa.schema([("a", pa.int64()), ("b", pa.string())])
+    rows = pa.table({"a": [1, 1, 2, 2, 3], "b": ["x", "z", "a", "m", "a"]})
+    keys = KeyRange.parse('[1, "y"]', '[2, "m"]', key_schema)
+    assert rows.filter(keys.mask(rows, ["a", "b"])).to_pylist() == [
+        {"a": 1, "b": "z"},
+        {"a": 2, "b": "a"},
+        {"a": 2, "b": "m"},
+    ]
+    prefix = KeyRange.parse("2", "2", key_schema)  # one column: every key starting with 2
+    assert rows.filter(prefix.mask(rows, ["a", "b"]))["b"].to_pylist() == ["a", "m"]
+
+
+def test_a_key_that_is_not_of_the_key_type_is_refused() -> None:
+    from tenants.errors import InvalidArgument
+    from tenants.key_range import KeyRange
+
+    with pytest.raises(InvalidArgument, match="not a int64 for key column 'id'"):
+        KeyRange.parse("abc", None, pa.schema([("id", pa.int64())]))
+    with pytest.raises(InvalidArgument, match="up to 1 value"):
+        KeyRange.parse("[1, 2]", None, pa.schema([("id", pa.int64())]))

@@ -22,6 +22,7 @@ from engine.cli import render
 from engine.cli.context import cli_state, resolve_as_of, size_arg, table_arg, tenant_arg
 from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.errors import InvalidArgument
+from tenants.key_range import KeyRange
 from tenants.reads import stream_visible
 from tenants.schema import TableSchema
 from tenants.store import TableStore
@@ -308,6 +309,19 @@ def query(
     reader: Annotated[
         ReaderChoice, typer.Option("--reader", help="Where the read runs.")
     ] = ReaderChoice.local,
+    key_from: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="First key to show (inclusive): a value, or a JSON list for several "
+            "key columns. Objects and row groups before it are not read.",
+            show_default=False,
+        ),
+    ] = None,
+    key_to: Annotated[
+        str | None,
+        typer.Option("--to", help="Last key to show (inclusive), as --from.", show_default=False),
+    ] = None,
 ) -> None:
     """Print the table's visible rows, sorted by primary key."""
     state = cli_state(ctx)
@@ -321,13 +335,18 @@ def query(
     if limit is None and not state.json:
         limit = TABLE_VIEW_LIMIT
     plan = store.plan_read(tenant, database, name, ts)
+    keys = KeyRange.parse(key_from, key_to, plan.table.schema.key_arrow())
+    if keys is not None and reader is ReaderChoice.spark:
+        raise InvalidArgument("--from and --to read locally: leave out --reader spark")
     if reader is ReaderChoice.spark:
         whole = store.read(tenant, database, name, ts, reader="spark")
         keep = whole.num_rows if limit is None else min(limit + 1, whole.num_rows)
         parts: Iterable[pa.Table] = [whole.slice(0, keep)]
     else:
         # One row past the limit tells whether the limit left rows out.
-        parts = stream_visible(store.objects, plan, limit=None if limit is None else limit + 1)
+        parts = stream_visible(
+            store.objects, plan, limit=None if limit is None else limit + 1, keys=keys
+        )
     if state.json and limit is None:
         render.emit_rows_json(parts)  # streamed: never the whole result at once
         return

@@ -1,0 +1,124 @@
+"""A range of primary keys, and how a read skips what lies outside it.
+
+``query --from K --to K`` reads the keys in [from, to] (both inclusive,
+compared as tuples: the first key column, then the next). Three levels of
+skipping, coarse to fine, so a narrow range of a huge table reads little:
+
+- objects: the catalog records each object's first and last key; an object
+  wholly outside the range is never opened;
+- row groups: Parquet keeps min/max statistics per row group; a group whose
+  first key column lies wholly outside the range is never read;
+- rows: what is read is filtered to the range before the merge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tenants.errors import InvalidArgument
+from tenants.objects import ObjectRecord
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """Keys from ``low`` to ``high`` (tuples of key values; None: unbounded)."""
+
+    low: tuple[Any, ...] | None = None
+    high: tuple[Any, ...] | None = None
+
+    @classmethod
+    def parse(cls, low: str | None, high: str | None, key_schema: pa.Schema) -> KeyRange | None:
+        """From the command line: a value (one key column) or a JSON list (several)."""
+        if low is None and high is None:
+            return None
+        return cls(_parse_key(low, key_schema), _parse_key(high, key_schema))
+
+    def may_hold(self, record: ObjectRecord) -> bool:
+        """False only if the object's recorded keys all lie outside the range."""
+        try:
+            first, last = json.loads(record.min_pk), json.loads(record.max_pk)
+            if self.high is not None and first > _as_json(self.high):
+                return False
+            return not (self.low is not None and last < _as_json(self.low))
+        except (TypeError, ValueError):
+            return True  # keys that JSON does not order like Arrow: read the object
+
+    def row_groups(self, parquet: pq.ParquetFile, first_key: str) -> list[int] | None:
+        """Row groups whose first key column may hold keys in range (None: all)."""
+        metadata = parquet.metadata
+        index = parquet.schema_arrow.get_field_index(first_key)
+        if index < 0:
+            return None
+        kept = []
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(index).statistics
+            if stats is None or not stats.has_min_max:
+                kept.append(group)
+                continue
+            try:
+                if self.high is not None and stats.min > self.high[0]:
+                    continue
+                if self.low is not None and stats.max < self.low[0]:
+                    continue
+            except TypeError:
+                pass
+            kept.append(group)
+        return kept
+
+    def mask(self, rows: pa.Table, keys: Sequence[str]) -> pa.Array:
+        """True on the rows whose key lies in the range."""
+        inside = pa.repeat(pa.scalar(True), rows.num_rows)
+        if self.low is not None:
+            inside = pc.and_(inside, _compare(rows, keys, self.low, pc.greater))
+        if self.high is not None:
+            inside = pc.and_(inside, _compare(rows, keys, self.high, pc.less))
+        return inside
+
+
+def _compare(rows: pa.Table, keys: Sequence[str], bound: tuple[Any, ...], strict: Any) -> Any:
+    """Rows whose key is ``strict`` than ``bound`` or equal to it, lexicographically
+    over the bound's columns (a shorter bound is a prefix)."""
+    pairs = list(zip(keys, bound, strict=False))
+    result = None
+    for key, value in reversed(pairs):
+        column = rows.column(key)
+        scalar = pa.scalar(value, column.type)
+        equal = pc.equal(column, scalar)
+        tail = equal if result is None else pc.and_(equal, result)
+        result = pc.or_(strict(column, scalar), tail)
+    return result
+
+
+def _as_json(key: tuple[Any, ...]) -> Any:
+    return json.loads(json.dumps(list(key), default=str))
+
+
+def _parse_key(text: str | None, key_schema: pa.Schema) -> tuple[Any, ...] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = text  # a bare word: one text key column
+    values = value if isinstance(value, list) else [value]
+    if not 1 <= len(values) <= len(key_schema):
+        raise InvalidArgument(
+            f"invalid key {text!r}: give up to {len(key_schema)} value(s) for "
+            f"({', '.join(key_schema.names)}), as a JSON list when more than one"
+        )
+    parsed = []
+    for field, raw in zip(key_schema, values, strict=False):
+        try:
+            parsed.append(pa.array([raw]).cast(field.type)[0].as_py())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise InvalidArgument(
+                f"invalid key {text!r}: {raw!r} is not a {field.type} for key column {field.name!r}"
+            ) from e
+    return tuple(parsed)
