@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
@@ -35,9 +35,9 @@ import pyarrow as pa
 
 from tenants.catalog import Catalog
 from tenants.errors import ConcurrentModification, InvalidArgument
-from tenants.merge import SRC, MergeInput, gather, merge_rounds
+from tenants.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
 from tenants.object_io import record_of
-from tenants.object_reader import BATCH_BYTES, IN_MEMORY_BYTES, open_object
+from tenants.object_reader import BATCH_BYTES, IN_MEMORY_BYTES, open_object, stream_object
 from tenants.object_writer import ROW_GROUP_BYTES, ObjectWriter
 from tenants.objects import (
     ObjectRecord,
@@ -95,7 +95,9 @@ class MergeShape:
     buffer_bytes: int  # per input column read buffer
 
     @classmethod
-    def within(cls, memory: int, inputs: Sequence[ObjectRecord], groups: int) -> MergeShape:
+    def within(
+        cls, memory: int, inputs: Sequence[ObjectRecord], groups: int, depth: int | None = None
+    ) -> MergeShape:
         """The widest merge ``memory`` allows, with the largest batches that fit.
 
         Each input holds a fetched object (small ones are fetched whole), its
@@ -103,8 +105,10 @@ class MergeShape:
         key order: three copies), read buffers for a few columns and about
         1 MiB of reader state; each output group holds a row group and its
         encoding. Measured RSS runs about twice the Arrow memory this counts,
-        so the count is held to half the budget.
+        so the count is held to half the budget. ``depth``: how many inputs
+        are read at once (their key ranges' overlap; default all of them).
         """
+        count = len(inputs) if depth is None else depth
         left = memory // 2 - groups * WRITER_BYTES
         small = [o.bytes for o in inputs if o.bytes <= IN_MEMORY_BYTES]
         held = max(small, default=0)
@@ -112,10 +116,10 @@ class MergeShape:
         while True:
             buffer = max(MIN_BUFFER_BYTES, min(1024 * 1024, batch // 8))
             per_input = held + 4 * batch + 8 * buffer + MIB
-            if len(inputs) * per_input <= left or batch <= MIN_BATCH_BYTES:
+            if count * per_input <= left or batch <= MIN_BATCH_BYTES:
                 break
             batch //= 2
-        fan_in = max(2, min(len(inputs), max(0, left) // per_input))
+        fan_in = max(2, min(count, max(0, left) // per_input))
         return cls(fan_in, batch, buffer)
 
 
@@ -153,9 +157,10 @@ def compact_table(
         inputs = [o for g in groups for o in g]
         if not inputs:
             break
-        shape = MergeShape.within(budget, inputs, len(groups))
-        stalled = previous is not None and len(inputs) >= previous
-        if len(inputs) <= shape.fan_in or stalled:
+        depth = _depth(inputs, table)
+        shape = MergeShape.within(budget, inputs, len(groups), depth)
+        stalled = previous is not None and depth >= previous
+        if depth <= shape.fan_in or stalled:
             if stalled:
                 # Passes cannot shrink the table below its size / target objects:
                 # read them all, each with the smallest batches.
@@ -168,14 +173,14 @@ def compact_table(
                     shape.fan_in,
                     budget // MIB,
                 )
-                shape = MergeShape(len(inputs), MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
+                shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
             outputs, rows = _merge(store, table, inputs, guard, target_bytes, shape)
             _swap(catalog, table, inputs, outputs)
             _account(consumed, created, inputs, outputs)
             break
         # Too many to read at once: merge runs of fan_in objects (oldest first)
         # within each group, keeping every version, and go round again.
-        previous = len(inputs)
+        previous = depth
         for group in groups:
             ordered = sorted(group, key=lambda o: (o.min_ts, o.id))
             for start in range(0, len(ordered), shape.fan_in):
@@ -200,6 +205,15 @@ def compact_table(
         rows,
         sum(o.bytes for o in consumed.values()),
         sum(o.bytes for o in created.values()),
+    )
+
+
+def _depth(inputs: Sequence[ObjectRecord], table: TableRecord) -> int:
+    """How many of ``inputs`` a merge reads at once: the most whose key ranges
+    share a key (a compacted table's disjoint objects: one at a time)."""
+    key_schema = table.schema.key_arrow()
+    return overlap_depth(
+        [(typed_key(o.min_pk, key_schema), typed_key(o.max_pk, key_schema)) for o in inputs]
     )
 
 
@@ -277,10 +291,17 @@ def _merge(
     pk = list(table.schema.primary_key)
     kept = 0
     with ExitStack() as stack:
-        readers = [
-            stack.enter_context(open_object(store, o, buffer_bytes=shape.buffer_bytes))
-            for o in inputs
-        ]
+
+        def opener(record: ObjectRecord) -> Callable[[], Iterator[pa.RecordBatch]]:
+            def open_() -> Iterator[pa.RecordBatch]:
+                batches = stream_object(
+                    store, record, buffer_bytes=shape.buffer_bytes, batch_bytes=shape.batch_bytes
+                )
+                stack.callback(batches.close)  # an early end closes it too
+                return batches
+
+            return open_
+
         members: dict[tuple[str, str], list[int]] = {}
         for index, record in enumerate(inputs):
             members.setdefault((record.kind, record.fingerprint), []).append(index)
@@ -289,16 +310,18 @@ def _merge(
                 store,
                 table,
                 [inputs[i] for i in indexes],
-                _group_schema(readers[indexes[0]].schema),
+                _group_schema(_schema_of(store, inputs[indexes[0]])),
                 target_bytes,
             )
             for group, indexes in members.items()
         }
         for out in outputs.values():
             stack.callback(out.abort)
+        # Inputs open as the merge reaches their first key: a compacted table's
+        # disjoint objects are read one after another.
         sources = [
-            MergeInput(record.kind, reader.batches(batch_bytes=shape.batch_bytes))
-            for record, reader in zip(inputs, readers, strict=True)
+            MergeInput(record.kind, opener(record), typed_key(record.min_pk, key_schema))
+            for record in inputs
         ]
         for round_ in merge_rounds(sources, key_schema):
             events = round_.events
@@ -326,18 +349,29 @@ def count_unneeded(
     decisions, reading only keys and ``__ts``), by object id."""
     key_schema = table.schema.key_arrow()
     pk = list(table.schema.primary_key)
-    shape = MergeShape.within(memory or default_memory(), objects, 0)
-    if shape.fan_in < len(objects):
-        shape = MergeShape(len(objects), MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
+    depth = _depth(objects, table)
+    shape = MergeShape.within(memory or default_memory(), objects, 0, depth)
+    if shape.fan_in < depth:
+        shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
     dropped = np.zeros(len(objects), dtype=np.int64)
     with ExitStack() as stack:
+
+        def opener(record: ObjectRecord) -> Callable[[], Iterator[pa.RecordBatch]]:
+            def open_() -> Iterator[pa.RecordBatch]:
+                batches = stream_object(
+                    store,
+                    record,
+                    [*pk, TS],
+                    buffer_bytes=shape.buffer_bytes,
+                    batch_bytes=shape.batch_bytes,
+                )
+                stack.callback(batches.close)
+                return batches
+
+            return open_
+
         sources = [
-            MergeInput(
-                record.kind,
-                stack.enter_context(
-                    open_object(store, record, buffer_bytes=shape.buffer_bytes)
-                ).batches([*pk, TS], batch_bytes=shape.batch_bytes),
-            )
+            MergeInput(record.kind, opener(record), typed_key(record.min_pk, key_schema))
             for record in objects
         ]
         for round_ in merge_rounds(sources, key_schema):
@@ -345,6 +379,12 @@ def count_unneeded(
             src = round_.events.column(SRC).to_numpy()
             dropped += np.bincount(src[~keep], minlength=len(objects))
     return {record.id: int(n) for record, n in zip(objects, dropped, strict=True)}
+
+
+def _schema_of(store: ObjectStore, record: ObjectRecord) -> pa.Schema:
+    """An object's rows' schema, from its footer (a ranged read, no checksum)."""
+    with open_object(store, record, verify=False) as reader:
+        return reader.schema
 
 
 def _group_schema(schema: pa.Schema) -> pa.Schema:

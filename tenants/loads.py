@@ -18,7 +18,7 @@ objects, and compaction later makes them few and disjoint.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 
 import pyarrow as pa
@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 
 from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, KeyViolation
-from tenants.merge import MergeInput, last_of_each_key, merge_rounds
+from tenants.merge import MergeInput, last_of_each_key, merge_rounds, typed_key
 from tenants.object_io import write_commit_object
-from tenants.object_reader import open_object
+from tenants.object_reader import stream_object
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS
@@ -45,6 +45,9 @@ from tenants.writes import (
 
 CHUNK_BYTES = 16 * 1024 * 1024
 """Arrow bytes per chunk object: a load holds about three chunks (rows, sorted, encoding)."""
+CHECK_BYTES = 128 * 1024 * 1024
+"""What the duplicate check's merge of every chunk's keys may hold."""
+MIN_CHECK_BATCH = 64 * 1024
 
 
 def load(
@@ -138,11 +141,22 @@ def _check_unique(
     """No key in two chunk objects: a merge of their key columns, a batch each."""
     key_schema = target.schema.key_arrow()
     pk = list(target.schema.primary_key)
+    # Every chunk may span every key (an unsorted file): all are read at once,
+    # so their batches share CHECK_BYTES.
+    batch = max(MIN_CHECK_BATCH, CHECK_BYTES // (4 * len(objects)))
     with ExitStack() as stack:
-        sources = [
-            MergeInput("data", stack.enter_context(open_object(store, o)).batches([*pk, TS]))
-            for o in objects
-        ]
+        sources = []
+        for o in objects:
+
+            def open_(o: ObjectRecord = o) -> Iterator[pa.RecordBatch]:
+                batches = stream_object(
+                    store, o, [*pk, TS], buffer_bytes=MIN_CHECK_BATCH, batch_bytes=batch
+                )
+                stack.callback(batches.close)
+                return batches
+
+            # A sorted file's chunks do not overlap: checked one after another.
+            sources.append(MergeInput("data", open_, typed_key(o.min_pk, key_schema)))
         for round_ in merge_rounds(sources, key_schema):
             last = last_of_each_key(round_.events, pk)
             if not pc.all(last).as_py():

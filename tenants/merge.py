@@ -18,8 +18,10 @@ once (the fan-in) and the batch size they read with.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,10 +37,17 @@ POS = "__pos"
 
 @dataclass(frozen=True)
 class MergeInput:
-    """One sorted input: its kind and its batches (with ``__ts``)."""
+    """One sorted input: its kind and its batches (with ``__ts``).
+
+    ``batches`` may be a callable that opens the input: with ``first_key`` (no
+    row of it sorts before that key) it is called only when the merge reaches
+    that key, so inputs that do not overlap (a compacted table's objects) are
+    read one after another, not all at once.
+    """
 
     kind: ObjectKind
-    batches: Iterator[pa.RecordBatch]
+    batches: Iterator[pa.RecordBatch] | Callable[[], Iterator[pa.RecordBatch]]
+    first_key: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,10 +81,23 @@ class _Buffer:
         self.source = source
         self.rows: pa.Table | None = None
         self.ended = False
+        self._batches: Iterator[pa.RecordBatch] | None = None
+        # Opened now unless it says where it starts.
+        self.opened = source.first_key is None or not callable(source.batches)
+        if self.opened:
+            self._open()
+
+    def _open(self) -> None:
+        batches = self.source.batches
+        self._batches = batches() if callable(batches) else batches
+        self.opened = True
 
     def fill(self) -> None:
         """Append the next non-empty batch, or mark the input ended."""
-        for batch in self.source.batches:
+        if self._batches is None:
+            self._open()
+        assert self._batches is not None
+        for batch in self._batches:
             if batch.num_rows:
                 more = pa.Table.from_batches([batch])
                 self.rows = more if self.rows is None else pa.concat_tables([self.rows, more])
@@ -105,33 +127,89 @@ def merge_rounds(inputs: Sequence[MergeInput], key_schema: pa.Schema) -> Iterato
     """
     keys = key_schema.names
     buffers = [_Buffer(source) for source in inputs]
+    unopened = sorted(
+        (b for b in buffers if not b.opened),
+        key=lambda b: b.source.first_key,  # type: ignore[arg-type,return-value]
+        reverse=True,  # the next to open last, so pop() takes it
+    )
     while True:
         for buffer in buffers:
-            if buffer.empty and not buffer.ended:
+            if buffer.opened and buffer.empty and not buffer.ended:
                 buffer.fill()
-        live = [b for b in buffers if not b.empty]
-        if not live:
+        live = [b for b in buffers if b.opened and not b.empty]
+        if not live and not unopened:
             return
         waiting = [b for b in live if not b.ended]
-        frontier = (
-            min(_key_at(b.rows, keys, b.rows.num_rows - 1) for b in waiting if b.rows is not None)
-            if waiting
-            else None
-        )
+        bounds = [_key_at(b.rows, keys, b.rows.num_rows - 1) for b in waiting if b.rows is not None]
+        if unopened:
+            bounds.append(unopened[-1].source.first_key)  # type: ignore[arg-type]
+        # No unseen row sorts below the frontier: not in a waiting input (its
+        # buffer ends at or after it), not in an unopened one (it starts there).
+        frontier = min(bounds) if bounds else None
         counts = [
-            None if frontier is None or b.rows is None else _count_below(b.rows, keys, frontier)
+            None
+            if frontier is None or b.rows is None or not b.opened
+            else _count_below(b.rows, keys, frontier)
             for b in buffers
         ]
         if frontier is not None and not any(counts):
-            # Every waiting row is at the frontier key or beyond: read on
-            # wherever a buffer holds nothing but that key.
+            # Nothing below the frontier: open the inputs that start at it, and
+            # read on wherever a buffer holds nothing but that key.
+            while unopened and unopened[-1].source.first_key <= frontier:  # type: ignore[operator]
+                unopened.pop().fill()
             for b in waiting:
                 assert b.rows is not None
                 if _key_at(b.rows, keys, 0) == frontier:
                     b.fill()
             continue
-        taken = [b.take(c) if not b.empty else None for b, c in zip(buffers, counts, strict=True)]
+        taken = [
+            b.take(c) if b.opened and not b.empty else None
+            for b, c in zip(buffers, counts, strict=True)
+        ]
         yield Round(taken, _events(taken, inputs, key_schema))
+
+
+def typed_key(text: str, key_schema: pa.Schema) -> tuple[Any, ...] | None:
+    """A key as the catalog records it (JSON) in the values batches compare with,
+    or None when JSON cannot say it exactly (then the input opens at once): only
+    integer, float, text and date keys are read back; anything else (bytes,
+    times, decimals) is written to JSON as text that need not sort like it."""
+    if not all(_exact_in_json(f.type) for f in key_schema):
+        return None
+    try:
+        values = json.loads(text)
+        if not isinstance(values, list) or len(values) != len(key_schema):
+            return None
+        return tuple(
+            pa.array([v]).cast(f.type)[0].as_py() for f, v in zip(key_schema, values, strict=True)
+        )
+    except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _exact_in_json(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_date32(kind)
+    )
+
+
+def overlap_depth(
+    ranges: Sequence[tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]],
+) -> int:
+    """The most key ranges any one key falls in: how many inputs a merge that
+    opens them lazily holds at once (an unknown bound counts as everywhere)."""
+    if any(low is None or high is None for low, high in ranges):
+        return len(ranges)
+    points = sorted([(low, 0) for low, _ in ranges] + [(high, 1) for _, high in ranges])
+    depth = best = 0
+    for _, closing in points:  # at equal keys, openings (0) count before closings (1)
+        depth += -1 if closing else 1
+        best = max(best, depth)
+    return best
 
 
 def _events(

@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -179,6 +179,20 @@ def open_object(
             raise CorruptObject(f"object {where} is not readable Parquet: {e}") from e
         stack.callback(parquet.close)
         yield ObjectReader(record, parquet, where, check)
+
+
+def stream_object(
+    store: ObjectStore,
+    record: ObjectRecord,
+    columns: Sequence[str] | None = None,
+    *,
+    buffer_bytes: int = BUFFER_BYTES,
+    batch_bytes: int = BATCH_BYTES,
+) -> Generator[pa.RecordBatch, None, None]:
+    """The object's batches, its reader (and spool file) closed as soon as the last
+    is read: a merge of many objects holds only the ones it is reading."""
+    with open_object(store, record, buffer_bytes=buffer_bytes) as reader:
+        yield from reader.batches(columns, batch_bytes=batch_bytes)
 
 
 def object_row_hash(store: ObjectStore, record: ObjectRecord) -> str:

@@ -13,7 +13,7 @@ object; a reader that wants the first N rows stops after N.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from tenants.catalog import Catalog
 from tenants.key_range import KeyRange
 from tenants.lineage import require_data, resolve_point
-from tenants.merge import MergeInput, gather, last_of_each_key, merge_rounds
+from tenants.merge import MergeInput, gather, last_of_each_key, merge_rounds, typed_key
 from tenants.mvcc import IS_DATA, project
 from tenants.object_reader import ObjectReader, open_object
 from tenants.objects import ObjectRecord, live_objects
@@ -107,15 +107,16 @@ def stream_visible(
         sources = []
         data_sources = []
         for index, record in enumerate(objects):
-            reader = stack.enter_context(open_object(store, record, verify=whole))
-            keys_only = record.kind == "tomb"
-            sources.append(
-                MergeInput(
-                    record.kind,
-                    _events_at(reader, schema, plan.as_of, keys_only, batch_rows, keys),
-                )
-            )
-            if not keys_only:
+
+            def open_(record: ObjectRecord = record) -> Iterator[pa.RecordBatch]:
+                events = _events_at(store, record, schema, plan.as_of, batch_rows, keys, whole)
+                stack.callback(events.close)  # an early end (a limit) closes it too
+                return events
+
+            # Each object opens when the merge reaches its first key, and closes
+            # when read: disjoint objects are read one after another.
+            sources.append(MergeInput(record.kind, open_, typed_key(record.min_pk, key_schema)))
+            if record.kind == "data":
                 data_sources.append(index)
         projected = pa.schema([*target, pa.field(TS, pa.int64(), False)])
         for round_ in merge_rounds(sources, key_schema):
@@ -135,6 +136,20 @@ def stream_visible(
 
 
 def _events_at(
+    store: ObjectStore,
+    record: ObjectRecord,
+    schema: TableSchema,
+    as_of: int,
+    batch_rows: int | None,
+    keys: KeyRange | None,
+    verify: bool,
+) -> Generator[pa.RecordBatch, None, None]:
+    """An object's events at or before ``as_of`` (and in ``keys``), conformed to ``schema``."""
+    with open_object(store, record, verify=verify) as reader:
+        yield from _conformed(reader, schema, as_of, record.kind == "tomb", batch_rows, keys)
+
+
+def _conformed(
     reader: ObjectReader,
     schema: TableSchema,
     as_of: int,
@@ -142,7 +157,6 @@ def _events_at(
     batch_rows: int | None,
     keys: KeyRange | None,
 ) -> Iterator[pa.RecordBatch]:
-    """An object's events at or before ``as_of`` (and in ``keys``), conformed to ``schema``."""
     pk = list(schema.primary_key)
     groups = None if keys is None else keys.row_groups(reader.parquet, pk[0])
     for batch in reader.batches(batch_rows=batch_rows, row_groups=groups):

@@ -53,7 +53,9 @@ def probe(_: Iterable[Any]) -> Iterator[dict[str, Any]]:
 
 def problem(report: dict[str, Any], version: str, build: str) -> str | None:
     """What is wrong with one worker's report, as the end of a sentence (None: fine)."""
-    where = f"Spark worker {report['host']} (python {report['python_version']} at {report['python']})"
+    where = (
+        f"Spark worker {report['host']} (python {report['python_version']} at {report['python']})"
+    )
     if report["missing"]:
         return (
             f"{where} lacks {', '.join(report['missing'])}: give the workers a Python with "

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tenants import compaction
 from tenants.compaction import MergeShape, compact_table
-from tenants.merge import POS, SRC, MergeInput, merge_rounds
+from tenants.merge import POS, SRC, MergeInput, merge_rounds, overlap_depth
 from tenants.objects import ObjectRecord, live_objects
 from tenants.schema import TS, Column, TableSchema
 from tenants.store import TableStore
@@ -45,11 +45,24 @@ inputs_strategy = st.lists(
 )
 
 
-@given(inputs_strategy, st.integers(1, 7))
-def test_merge_rounds_are_a_sort_of_everything_cut_between_keys(raw, chunk) -> None:
+def lazily(table: pa.Table, chunk: int, opened: list[int], index: int):  # type: ignore[no-untyped-def]
+    def open_():  # type: ignore[no-untyped-def]
+        opened.append(index)
+        return iter(table.to_batches(max_chunksize=chunk))
+
+    return open_
+
+
+@given(inputs_strategy, st.integers(1, 7), st.booleans())
+def test_merge_rounds_are_a_sort_of_everything_cut_between_keys(raw, chunk, lazy) -> None:
     tables = [sorted_input([(k[0], k[1], ts) for k, ts in rows], chunk) for rows in raw]
+    opened: list[int] = []
     sources = [
-        MergeInput("data" if i % 3 else "tomb", iter(t.to_batches(max_chunksize=chunk)))
+        MergeInput(
+            "data" if i % 3 else "tomb",
+            lazily(t, chunk, opened, i) if lazy else iter(t.to_batches(max_chunksize=chunk)),
+            (t["a"][0].as_py(), t["b"][0].as_py()) if lazy and t.num_rows else None,
+        )
         for i, t in enumerate(tables)
     ]
     merged: list[tuple[object, ...]] = []
@@ -70,6 +83,27 @@ def test_merge_rounds_are_a_sort_of_everything_cut_between_keys(raw, chunk) -> N
     )
     assert [m[:3] for m in merged] == [e[:3] for e in everything]
     assert sorted(merged) == everything
+
+
+def test_disjoint_inputs_are_opened_one_after_another() -> None:
+    tables = [sorted_input([(i, "k", 1), (i, "z", 2)], 1) for i in (4, 0, 2)]
+    opened: list[int] = []
+    sources = [
+        MergeInput("data", lazily(t, 1, opened, i), (t["a"][0].as_py(), "k"))
+        for i, t in enumerate(tables)
+    ]
+    seen = []
+    for round_ in merge_rounds(sources, KEY):
+        seen.append((round_.events["a"].to_pylist(), list(opened)))
+    # Each input opened only when the merge reached its first key.
+    assert seen[0][1] == [1] and opened == [1, 2, 0]
+    assert [a for keys, _ in seen for a in keys] == [0, 0, 2, 2, 4, 4]
+
+
+def test_overlap_depth_counts_inputs_sharing_a_key() -> None:
+    assert overlap_depth([((0,), (9,)), ((10,), (19,)), ((20,), (29,))]) == 1
+    assert overlap_depth([((0,), (10,)), ((10,), (19,)), ((5,), (6,))]) == 2
+    assert overlap_depth([((0,), (9,)), (None, (3,))]) == 2
 
 
 def test_a_key_with_more_versions_than_a_batch_stays_in_one_round() -> None:
@@ -125,7 +159,11 @@ def test_a_table_beyond_one_merge_is_compacted_in_passes(
     monkeypatch.setattr(
         compaction.MergeShape,
         "within",
-        classmethod(lambda cls, memory, inputs, groups: cls(min(4, len(inputs)), 1 << 18, 1 << 16)),
+        classmethod(
+            lambda cls, memory, inputs, groups, depth=None: cls(
+                min(4, len(inputs)), 1 << 18, 1 << 16
+            )
+        ),
     )
     with store.catalog.snapshot() as tx:
         table = find_table(tx, find_tenant(tx, "acme"), "db", "t", tx.last_ts())

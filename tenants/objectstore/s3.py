@@ -287,7 +287,9 @@ class S3ObjectStore:
                         f"cannot read {self._where(key)}: the connection broke at byte "
                         f"{offset}, {MAX_ATTEMPTS} times: {e}"
                     ) from e
-                log.warning("reading %s broke at byte %d (%s); resuming", self._where(key), offset, e)
+                log.warning(
+                    "reading %s broke at byte %d (%s); resuming", self._where(key), offset, e
+                )
 
     def local_file(self, key: str) -> str | None:
         return None
