@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 
 from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, KeyViolation
-from tenants.merge import MergeInput, last_of_each_key, merge_rounds, typed_key
+from tenants.merge import MergeInput, merge_rounds, typed_key
+from tenants.mvcc import last_of_each_key
 from tenants.object_io import write_commit_object
 from tenants.object_reader import stream_object
 from tenants.objects import ObjectRecord

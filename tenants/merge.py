@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tenants.mvcc import IS_DATA
 from tenants.objects import ObjectKind
@@ -236,19 +235,6 @@ def _events(
     order = [(k, "ascending") for k in key_schema.names]
     order += [(TS, "ascending"), (IS_DATA, "ascending"), (SRC, "ascending"), (POS, "ascending")]
     return events.sort_by(order)
-
-
-def last_of_each_key(events: pa.Table, keys: Sequence[str]) -> pa.Array:
-    """True on the last event of each run of equal keys (events in key order):
-    with events sorted by (pk, ts, data after tombstone), the key's newest event."""
-    n = events.num_rows
-    if n == 0:
-        return pa.array([], pa.bool_())
-    differs = pa.repeat(pa.scalar(False), n - 1)
-    for key in keys:
-        column = events.column(key).combine_chunks()
-        differs = pc.or_(differs, pc.not_equal(column.slice(0, n - 1), column.slice(1)))
-    return pa.concat_arrays([differs, pa.array([True], pa.bool_())])
 
 
 def gather(

@@ -62,14 +62,15 @@ def resolve(
         (IS_DATA, "ascending"),
     ]
     merged = merged.sort_by(order)
-    last = _last_of_each_key(merged, schema.primary_key)
+    last = last_of_each_key(merged, schema.primary_key)
     visible = pc.and_(last, merged.column(IS_DATA))
     result = merged.filter(visible).select(schema.names)
     return result.cast(target)
 
 
-def _last_of_each_key(table: pa.Table, primary_key: Sequence[str]) -> pa.Array:
-    """A mask that is true on the last row of each run of equal keys."""
+def last_of_each_key(table: pa.Table, primary_key: Sequence[str]) -> pa.Array:
+    """A mask that is true on the last row of each run of equal keys: with events
+    sorted by (pk, ts, data after tombstone), each key's newest event."""
     n = table.num_rows
     if n == 0:
         return pa.array([], pa.bool_())

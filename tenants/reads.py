@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from tenants.catalog import Catalog
 from tenants.key_range import KeyRange
 from tenants.lineage import require_data, resolve_point
-from tenants.merge import MergeInput, gather, last_of_each_key, merge_rounds, typed_key
-from tenants.mvcc import IS_DATA, project
+from tenants.merge import MergeInput, gather, merge_rounds, typed_key
+from tenants.mvcc import IS_DATA, last_of_each_key, project
 from tenants.object_reader import ObjectReader, open_object
 from tenants.objects import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, settings
 
 from tenants.catalog.base import wall_clock_us
 from tenants.embedded_s3 import EmbeddedS3, start_embedded_s3
+from tenants.objectstore import ObjectStore, open_object_store
 from tenants.store import TableStore
 
 # new_catalog_uri is function-scoped but a factory: each example calls it for a
@@ -212,3 +213,13 @@ def spark(s3_server: EmbeddedS3) -> Iterator[Any]:
     session = get_spark(master="local[2]", for_tests=True)
     yield session
     session.stop()
+
+
+@pytest.fixture(params=["file", "s3"])
+def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
+    """A fresh object store: a ``file://`` directory, then a bucket on the moto server."""
+    if request.param == "file":
+        return open_object_store(f"file://{tmp_path / 'warehouse'}")
+    s3: EmbeddedS3 = request.getfixturevalue("s3_server")
+    bucket: str = request.getfixturevalue("bucket")
+    return open_object_store(f"s3://{bucket}/warehouse", s3.settings)

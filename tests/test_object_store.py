@@ -26,15 +26,6 @@ from tenants.objectstore import ObjectStore, open_object_store
 from tenants.schema import TS
 
 
-@pytest.fixture(params=["file", "s3"])
-def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "file":
-        return open_object_store(f"file://{tmp_path / 'warehouse'}")
-    s3: EmbeddedS3 = request.getfixturevalue("s3_server")
-    bucket: str = request.getfixturevalue("bucket")
-    return open_object_store(f"s3://{bucket}/warehouse", s3.settings)
-
-
 @pytest.fixture
 def s3_store(s3_server: EmbeddedS3, bucket: str) -> ObjectStore:
     return open_object_store(f"s3://{bucket}/warehouse", s3_server.settings)

@@ -30,15 +30,6 @@ from tenants.row_hash import HASH_ROWS, RowHasher, rows_hash
 from tenants.schema import TS
 
 
-@pytest.fixture(params=["file", "s3"])
-def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "file":
-        return open_object_store(f"file://{tmp_path / 'warehouse'}")
-    s3: EmbeddedS3 = request.getfixturevalue("s3_server")
-    bucket: str = request.getfixturevalue("bucket")
-    return open_object_store(f"s3://{bucket}/warehouse", s3.settings)
-
-
 def versions(n: int, *, seed: int = 0, text: int = 8) -> pa.Table:
     """``n`` row versions in (id, __ts) order: two or three versions per id, some nulls."""
     rng = random.Random(seed)

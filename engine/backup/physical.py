@@ -31,7 +31,7 @@ from tenants.catalog.staging import (
 )
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
-from tenants.object_io import copy_object
+from tenants.object_io import copy_object, record_of
 from tenants.object_reader import digest_of
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
@@ -160,17 +160,9 @@ def _rewrite(
 ) -> ObjectRecord:
     """The straddler's rows at S streamed to ``path`` (tenants' rewrite), described."""
     written = rewrite_object(store.objects, record, at_ts, primary_key, dest, path)
-    return replace(
-        _rewritten_record(record, at_ts),
-        rows=written.rows,
-        bytes=written.bytes,
-        min_ts=written.min_ts,
-        max_ts=written.max_ts,
-        min_pk=written.min_pk,
-        max_pk=written.max_pk,
-        sorted=True,
-        checksum=written.checksum,
-    )
+    derived = _rewritten_record(record, at_ts)
+    described = record_of(written, derived.id, record.kind, record.fingerprint, record.created_ts)
+    return replace(described, key=record.key)
 
 
 class _Nowhere:
