@@ -1,4 +1,4 @@
-"""Reading one object batch by batch, its checksum checked first.
+"""Reading one object batch by batch, its bytes checked against the catalog.
 
 A whole-object read (a rewrite, a compaction, a backup) must not trust bytes
 it has not checked, yet must not hold the object in memory. An ``s3://``

@@ -1,12 +1,12 @@
-"""Parquet bytes in and out, object checksums and row-content hashes.
+"""Parquet bytes in memory, for what is small by nature, and the legacy row hash.
 
-Objects are encoded in memory so their checksum (sha256 of the bytes) is known
-before upload and can be recorded in the catalog and checked on read.
-Reads hand Arrow only Arrow-owned memory, never a Python object: see
-:func:`arrow_buffer` for why. (Writes need no such care: the writer runs on
-the calling thread and is closed before ``encode`` returns.)
-``content_hash`` hashes rows independently of file layout, so a rewritten
-object can be compared with the rows it was made from.
+Objects stream (tenants.object_writer, tenants.object_reader); this module is
+left with what fits in memory by definition: an empty dump file, an object
+under a few MB fetched whole, and ``content_hash``, the whole-table hash that
+dumps of formats 1 and 2 carry (tenants.row_hash replaced it). Reads hand
+Arrow only Arrow-owned memory, never a Python object: see :func:`arrow_buffer`
+for why. (Writes need no such care: the writer runs on the calling thread and
+is closed before ``encode`` returns.)
 """
 
 from __future__ import annotations
