@@ -60,10 +60,11 @@ DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
 MAX_TARGET_BYTES = 4 * 1024 * 1024 * 1024
 MIB = 1024 * 1024
 MIN_MEMORY = 64 * MIB
-MIN_BATCH_BYTES = 256 * 1024
+MIN_BATCH_BYTES = 64 * 1024
 MIN_BUFFER_BYTES = 64 * 1024
 # What one output being written holds: a row group and its encoding.
-WRITER_BYTES = 3 * ROW_GROUP_BYTES
+WRITER_BYTES = 2 * ROW_GROUP_BYTES
+READER_BYTES = 512 * 1024  # an open reader's own state (footer, decoders, page buffers)
 
 
 def default_memory() -> int:
@@ -100,22 +101,23 @@ class MergeShape:
     ) -> MergeShape:
         """The widest merge ``memory`` allows, with the largest batches that fit.
 
-        Each input holds a fetched object (small ones are fetched whole), its
-        buffered batch, its share of a round (taken, gathered, taken again in
-        key order: three copies), read buffers for a few columns and about
-        1 MiB of reader state; each output group holds a row group and its
-        encoding. Measured RSS runs about twice the Arrow memory this counts,
+        Each input read at once holds its buffered batch, its share of a
+        round (taken, gathered, taken again in key order: three copies), read
+        buffers for a few columns and its reader's own state; inputs
+        small enough to be fetched whole hold their bytes; each output group
+        holds a row group and its encoding. Measured RSS runs about twice the Arrow memory this counts,
         so the count is held to half the budget. ``depth``: how many inputs
         are read at once (their key ranges' overlap; default all of them).
         """
         count = len(inputs) if depth is None else depth
+        # Objects under IN_MEMORY_BYTES are fetched whole: each holds its bytes,
+        # counted once for all of them (an upper bound: not all are open at once).
         left = memory // 2 - groups * WRITER_BYTES
-        small = [o.bytes for o in inputs if o.bytes <= IN_MEMORY_BYTES]
-        held = max(small, default=0)
+        left -= sum(o.bytes for o in inputs if o.bytes <= IN_MEMORY_BYTES)
         batch = BATCH_BYTES
         while True:
             buffer = max(MIN_BUFFER_BYTES, min(1024 * 1024, batch // 8))
-            per_input = held + 4 * batch + 8 * buffer + MIB
+            per_input = 4 * batch + 8 * buffer + READER_BYTES
             if count * per_input <= left or batch <= MIN_BATCH_BYTES:
                 break
             batch //= 2

@@ -126,7 +126,7 @@ def test_merge_shape_fits_the_budget() -> None:
     roomy = MergeShape.within(8 << 30, big[:10], 1)
     assert roomy.fan_in == 10 and roomy.batch_bytes == 8 << 20
     tight = MergeShape.within(256 << 20, big, 1)
-    assert 2 <= tight.fan_in < 1000 and tight.batch_bytes == 256 << 10
+    assert 2 <= tight.fan_in < 1000 and tight.batch_bytes == compaction.MIN_BATCH_BYTES
 
 
 # --- compaction in passes ----------------------------------------------------------------
