@@ -220,11 +220,16 @@ def case_load(ctx: Any, backend: str, size: int) -> dict[str, Any]:
                 run = ctx.run_child(f"load.{name}", child, name)
                 figures.setdefault(name, []).append(run)
         input_bytes = csv.stat().st_size
+        variants = {n: bm._aggregate(r, input_bytes) for n, r in figures.items()}
         return {
             "backend": backend,
             "size_mb": size / MB,
+            "input_bytes": input_bytes,
             "input": {"bytes": input_bytes, "rows": rows, "generate_s": generated},
-            "variants": {n: bm._aggregate(r, input_bytes) for n, r in figures.items()},
+            "variants": variants,
+            "ratios": bm._ratios(variants, [("rewind", "bare_csv")]),
+            "failed": {},
+            "skipped": {},
         }
 
 
@@ -266,8 +271,15 @@ def case_query(ctx: Any, backend: str, size: int) -> dict[str, Any]:
         return {
             "backend": backend,
             "size_mb": stored / MB,
+            "input_bytes": stored,
             "rows": rows,
             "objects": len(objects),
             "build_s": built,
             "variants": figures,
+            "ratios": bm._ratios(
+                figures,
+                [("rewind_limit10", "bare_first_rows"), ("cli_limit10", "bare_first_rows")],
+            ),
+            "failed": {},
+            "skipped": {},
         }

@@ -16,16 +16,19 @@ operator decides (restore the tenant, or the object from a backup).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from tenants.catalog import Catalog
 from tenants.compaction import CompactionResult, compact_table, count_unneeded
-from tenants.errors import CorruptObject, ObjectMissing
+from tenants.errors import ConcurrentModification, CorruptObject, ObjectMissing
 from tenants.object_reader import open_object
 from tenants.objects import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
 from tenants.protection import Protection, protection
 from tenants.tenancy import TableRecord, list_tenants, tables_at
+
+log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.2
 
@@ -131,6 +134,10 @@ def compact_reclaimable(
             continue
         try:
             done.append((item, compact_table(catalog, store, item.table, full=True)))
+        except ConcurrentModification as e:
+            # Another compaction (a user's, a loader's) replaced some of its inputs
+            # first: the table was just rewritten; the next GC measures it again.
+            log.info("gc: %s; skipping it this round", e.message)
         except (CorruptObject, ObjectMissing) as e:
             # Which object? Read them all again, one by one (only on this rare path).
             with catalog.snapshot() as tx:
