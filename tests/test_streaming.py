@@ -52,6 +52,22 @@ def versions(n: int, *, seed: int = 0, text: int = 8) -> pa.Table:
     )
 
 
+def put(
+    store: ObjectStore,
+    rows: pa.Table,
+    *,
+    tenant: str = "t",
+    table: str = "tbl",
+    kind: str = "data",
+    created_ts: int = 0,
+) -> ObjectRecord:
+    """``rows`` stored as one object (sorted on the way in, as write_object does)."""
+    return write_object(
+        store, rows, tenant_id=tenant, table_id=table, kind=kind,  # type: ignore[arg-type]
+        fingerprint="fp", primary_key=["id"], created_ts=created_ts,
+    )  # fmt: skip
+
+
 def rechunk(table: pa.Table, seed: int) -> list[pa.RecordBatch]:
     """The same rows cut at random places."""
     rng = random.Random(seed)
@@ -179,16 +195,7 @@ def test_a_damaged_object_fails_its_checksum_by_name(
     spool.mkdir()
     monkeypatch.setenv("REWIND_SPOOL_DIR", str(spool))
     rows = versions(300)
-    record = write_object(
-        object_store,
-        rows,
-        tenant_id="t",
-        table_id="tbl",
-        kind="data",
-        fingerprint="fp",
-        primary_key=["id"],
-        created_ts=0,
-    )
+    record = put(object_store, rows)
     data = bytearray(object_store.get(record.key))
     data[len(data) // 2] ^= 0xFF
     object_store.put(record.key, bytes(data))
@@ -206,30 +213,12 @@ def test_the_same_rows_hash_the_same_whichever_path_wrote_them(object_store: Obj
     cut = 50
     kept = rows.filter(pc.less_equal(rows[TS], cut))
     # An object as a compaction or backup writes it (a table, sorted on the way in) ...
-    whole = write_object(
-        object_store,
-        rows.take(list(range(rows.num_rows))[::-1]),
-        tenant_id="t",
-        table_id="tbl",
-        kind="data",
-        fingerprint="fp",
-        primary_key=["id"],
-        created_ts=0,
-    )
+    whole = put(object_store, rows.take(list(range(rows.num_rows))[::-1]))
     # ... the rewrite of it at the cut, streamed ...
     task = RewriteTask("task", "job", whole, ("id",), cut, "t2", "tbl2")
     result = run_task(object_store, task)
     # ... and the kept rows written whole by another writer.
-    direct = write_object(
-        object_store,
-        kept,
-        tenant_id="t3",
-        table_id="tbl3",
-        kind="data",
-        fingerprint="fp",
-        primary_key=["id"],
-        created_ts=0,
-    )
+    direct = put(object_store, kept, tenant="t3", table="tbl3")
     expected = rows_hash(sort_by_key_and_ts(kept, ["id"]))
     assert result.content_hash == expected
     assert object_row_hash(object_store, result.output) == expected
@@ -267,16 +256,7 @@ def test_a_commit_objects_rows_inherit_their_ts_batch_by_batch(object_store: Obj
 
 def test_an_object_record_roundtrips_through_a_streamed_write(object_store: ObjectStore) -> None:
     rows = versions(120)
-    record = write_object(
-        object_store,
-        rows,
-        tenant_id="t",
-        table_id="tbl",
-        kind="tomb",
-        fingerprint="fp",
-        primary_key=["id"],
-        created_ts=5,
-    )
+    record = put(object_store, rows, kind="tomb", created_ts=5)
     assert isinstance(record, ObjectRecord) and record.sorted and record.kind == "tomb"
     assert record.bytes == object_store.head(record.key).size
 
