@@ -38,7 +38,7 @@ from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
 from tenants.object_io import record_of
 from tenants.object_reader import BATCH_BYTES, IN_MEMORY_BYTES, open_object, stream_object
-from tenants.object_writer import ROW_GROUP_BYTES, ObjectWriter
+from tenants.object_writer import FLIGHT_BYTES, ROW_GROUP_BYTES, ObjectWriter
 from tenants.objects import (
     ObjectRecord,
     add_member,
@@ -62,8 +62,9 @@ MIB = 1024 * 1024
 MIN_MEMORY = 64 * MIB
 MIN_BATCH_BYTES = 64 * 1024
 MIN_BUFFER_BYTES = 64 * 1024
-# What one output being written holds: a row group and its encoding.
-WRITER_BYTES = 2 * ROW_GROUP_BYTES
+# What one output being written holds: the row group it gathers, the row groups
+# queued for its encoder, and the one being encoded.
+WRITER_BYTES = 2 * ROW_GROUP_BYTES + FLIGHT_BYTES
 READER_BYTES = 512 * 1024  # an open reader's own state (footer, decoders, page buffers)
 
 
@@ -101,8 +102,9 @@ class MergeShape:
     ) -> MergeShape:
         """The widest merge ``memory`` allows, with the largest batches that fit.
 
-        Each input read at once holds its buffered batch, its share of a
-        round (taken, gathered, taken again in key order: three copies), read
+        Each input read at once holds its buffered batch, the next one (read
+        ahead), its share of a round (taken, gathered, taken again in key
+        order: three copies), read
         buffers for a few columns and its reader's own state; inputs
         small enough to be fetched whole hold their bytes; each output group
         holds a row group and its encoding. Measured RSS runs about twice the Arrow memory this counts,
@@ -117,7 +119,7 @@ class MergeShape:
         batch = BATCH_BYTES
         while True:
             buffer = max(MIN_BUFFER_BYTES, min(1024 * 1024, batch // 8))
-            per_input = 4 * batch + 8 * buffer + READER_BYTES
+            per_input = 5 * batch + 8 * buffer + READER_BYTES
             if count * per_input <= left or batch <= MIN_BATCH_BYTES:
                 break
             batch //= 2
@@ -289,6 +291,9 @@ def _merge(
     shape: MergeShape,
 ) -> tuple[list[ObjectRecord], int]:
     """Merge ``inputs`` into new objects; (their records, rows kept)."""
+    # Oldest first: a key's versions then meet in ts order, which the merge's
+    # sort of an integer key relies on to sort the key alone (tenants.merge).
+    inputs = sorted(inputs, key=lambda o: (o.min_ts, o.max_ts, o.id))
     key_schema = table.schema.key_arrow()
     pk = list(table.schema.primary_key)
     kept = 0

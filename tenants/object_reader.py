@@ -36,6 +36,7 @@ from tenants.errors import CorruptObject, StorageError
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import arrow_buffer
+from tenants.read_ahead import reading_ahead
 from tenants.row_hash import RowHasher
 from tenants.schema import TS
 
@@ -190,9 +191,12 @@ def stream_object(
     batch_bytes: int = BATCH_BYTES,
 ) -> Generator[pa.RecordBatch, None, None]:
     """The object's batches, its reader (and spool file) closed as soon as the last
-    is read: a merge of many objects holds only the ones it is reading."""
+    is read: a merge of many objects holds only the ones it is reading. Each
+    batch is decoded while the caller works on the one before (tenants.read_ahead):
+    one more batch in memory."""
     with open_object(store, record, buffer_bytes=buffer_bytes) as reader:
-        yield from reader.batches(columns, batch_bytes=batch_bytes)
+        with reading_ahead(reader.batches(columns, batch_bytes=batch_bytes)) as batches:
+            yield from batches
 
 
 def object_row_hash(store: ObjectStore, record: ObjectRecord) -> str:

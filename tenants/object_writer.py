@@ -7,6 +7,15 @@ upload), hashed on the way for the object's checksum. Row count, ts range and
 key range are gathered as batches pass, and, when asked, the rows' content
 hash (tenants.row_hash), so nothing reads the object back to describe it.
 
+Encoding (Parquet pages, zstd) runs on a thread of its own, behind the
+caller: while row groups are encoded and written, the caller decodes, filters
+or merges the next rows. pyarrow releases the GIL while it encodes, so on two
+cores a rewrite or a merge costs about what its slower half costs, not the sum
+of both. The row groups in flight are slices of rows the caller has already
+made (a merge round hands over several at once); the caller waits when more
+than ``FLIGHT_BYTES`` of them are queued, which bounds the memory they hold.
+An object of one row group is encoded on the caller's thread (no thread).
+
 Nothing sorts here: the order is the caller's promise. With
 ``REWIND_CHECK_ORDER=1`` (the test suite sets it) every batch is checked,
 and a violation is a bug, raised as ``AssertionError``.
@@ -17,7 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -34,6 +45,9 @@ ROW_GROUP_BYTES = 16 * 1024 * 1024
 """A row group closes at whichever comes first: so many rows, or so many bytes of
 Arrow data. The writer holds one row group, so the bytes bound its memory
 whatever the width of the rows."""
+
+FLIGHT_BYTES = 2 * ROW_GROUP_BYTES  # row groups queued for the encoder at most
+SINK_BYTES = 4 * 1024 * 1024  # Parquet bytes gathered before they go to the store's output
 
 CHECK_ORDER = os.environ.get("REWIND_CHECK_ORDER", "") == "1"
 
@@ -53,9 +67,12 @@ class _HashingSink:
         self.sha = hashlib.sha256()
         self.size = 0
         self.closed = False
+        self.discard = False  # an aborted write: what is left to flush goes nowhere
 
     def write(self, data: bytes | memoryview) -> int:
         view = memoryview(data)
+        if self.discard:
+            return view.nbytes
         self.sha.update(view)
         self.output.write(view)
         self.size += view.nbytes
@@ -133,7 +150,11 @@ class ObjectWriter:
         self._ts = ts
         self._sort_keys = [*self.primary_key] + ([] if ts is not None else [TS])
         self._sink = _HashingSink(store.open_output(key))
-        self._writer = pq.ParquetWriter(self._sink, schema, **parquet_options())  # type: ignore[arg-type]
+        # Pages gather in a native buffer and reach the Python sink a few MiB at
+        # a time: each call into the sink takes the GIL, which the merging thread
+        # holds between its calls into Arrow, so a write per page would wait.
+        self._buffered = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), SINK_BYTES)
+        self._writer = pq.ParquetWriter(self._buffered, schema, **parquet_options())
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._pending_bytes = 0
@@ -144,6 +165,9 @@ class ObjectWriter:
         self._first: str | None = None
         self._last_row: pa.RecordBatch | None = None
         self._done = False
+        self._encoder: ThreadPoolExecutor | None = None
+        self._flight: deque[tuple[Future[None], int]] = deque()  # row groups queued, bytes
+        self._flight_bytes = 0
 
     def write(self, rows: pa.RecordBatch | pa.Table) -> None:
         for batch in rows.to_batches() if isinstance(rows, pa.Table) else [rows]:
@@ -173,21 +197,54 @@ class ObjectWriter:
             per_row = self._pending_bytes / self._pending_rows
             self._flush(max(1, min(ROW_GROUP_ROWS, int(ROW_GROUP_BYTES / per_row))))
 
-    def _flush(self, count: int) -> None:
+    def _flush(self, count: int, last: bool = False) -> None:
+        """Encode the first ``count`` pending rows as a row group: queued for the
+        encoder thread, or here, once the queue is done, when ``last``."""
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         count = min(count, table.num_rows)
-        self._writer.write_table(table.slice(0, count), row_group_size=count)
+        group = table.slice(0, count)
         self._pending = table.slice(count).to_batches()
         self._pending_rows -= count
         self._pending_bytes = sum(b.nbytes for b in self._pending)
+        if last:
+            self._wait(0)
+            self._encode(group)
+            return
+        if self._encoder is None:
+            self._encoder = ThreadPoolExecutor(1, thread_name_prefix="rewind-encode")
+        size = group.nbytes
+        self._flight.append((self._encoder.submit(self._encode, group), size))
+        self._flight_bytes += size
+        self._wait(FLIGHT_BYTES)
+
+    def _encode(self, group: pa.Table) -> None:
+        self._writer.write_table(group, row_group_size=group.num_rows)
+
+    def _wait(self, most: int) -> None:
+        """Wait until at most ``most`` bytes of row groups are queued; a failed
+        encoding is raised here."""
+        while self._flight and (self._flight_bytes > most or self._flight[0][0].done()):
+            encoding, size = self._flight.popleft()
+            self._flight_bytes -= size
+            encoding.result()
+
+    def _stop(self) -> None:
+        if self._encoder is not None:
+            encoder, self._encoder = self._encoder, None
+            encoder.shutdown(wait=True)
 
     def finish(self) -> WrittenObject:
         """Encode what is left, publish the object and describe it."""
         if self._rows == 0:
             raise ValueError(f"{self._where}: an object needs at least one row")
-        if self._pending_rows:
-            self._flush(self._pending_rows)
+        try:
+            if self._pending_rows:
+                self._flush(self._pending_rows, last=True)
+            self._wait(0)
+        finally:
+            self._stop()
         self._writer.close()
+        self._buffered.close()  # the last bytes, to the sink
         self._sink.output.commit()
         self._done = True
         assert self._last_row is not None and self._first is not None
@@ -214,7 +271,14 @@ class ObjectWriter:
         if not self._done:
             self._done = True
             try:
+                self._wait(0)  # a row group being encoded cannot be interrupted
+            except Exception:  # noqa: BLE001 - the abort below is what matters
+                pass
+            self._stop()
+            self._sink.discard = True
+            try:
                 self._writer.close()
+                self._buffered.close()
             except Exception:  # noqa: BLE001 - the abort below is what matters
                 pass
             self._sink.output.abort()

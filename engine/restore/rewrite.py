@@ -22,6 +22,7 @@ from tenants.object_reader import open_object
 from tenants.object_writer import ObjectWriter, WrittenObject
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
+from tenants.read_ahead import reading_ahead
 from tenants.schema import TS
 
 
@@ -87,9 +88,9 @@ def rewrite_object(
     stored in (pk, ts) order and a filter keeps it, so nothing is sorted and
     memory is a row group whatever the object's size. (A restore's task and a
     physical backup's straddler both come here.)"""
-    with open_object(source, record) as reader:
+    with open_object(source, record) as reader, reading_ahead(reader.batches()) as batches:
         with ObjectWriter(dest, dest_key, reader.schema, primary_key, hash_rows=True) as writer:
-            for batch in reader.batches():
+            for batch in batches:
                 writer.write(batch.filter(pc.less_equal(batch.column(TS), as_of)))
             if writer.rows == 0:
                 raise TaskFailed(
