@@ -38,7 +38,7 @@ from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
 from tenants.object_io import record_of
 from tenants.object_reader import BATCH_BYTES, IN_MEMORY_BYTES, open_object, stream_object
-from tenants.object_writer import FLIGHT_BYTES, ROW_GROUP_BYTES, ObjectWriter
+from tenants.object_writer import ROW_GROUP_BYTES, ObjectWriter
 from tenants.objects import (
     ObjectRecord,
     add_member,
@@ -62,6 +62,9 @@ MIB = 1024 * 1024
 MIN_MEMORY = 64 * MIB
 MIN_BATCH_BYTES = 64 * 1024
 MIN_BUFFER_BYTES = 64 * 1024
+# A merge round hands an output several row groups at once: up to this many bytes
+# of them queue for its encoder (tenants.object_writer) while the merge goes on.
+FLIGHT_BYTES = 2 * ROW_GROUP_BYTES
 # What one output being written holds: the row group it gathers, the row groups
 # queued for its encoder, and the one being encoded.
 WRITER_BYTES = 2 * ROW_GROUP_BYTES + FLIGHT_BYTES
@@ -261,7 +264,11 @@ class _Outputs:
                 self._id = new_id()
                 key = object_key(self.table.tenant_id, self.table.id, self.first.kind, self._id)
                 self._writer = ObjectWriter(
-                    self.store, key, self.schema, self.table.schema.primary_key
+                    self.store,
+                    key,
+                    self.schema,
+                    self.table.schema.primary_key,
+                    flight_bytes=FLIGHT_BYTES,
                 )
             room = self.capacity - self._writer.rows
             self._writer.write(rows.slice(0, room))

@@ -12,8 +12,9 @@ caller: while row groups are encoded and written, the caller decodes, filters
 or merges the next rows. pyarrow releases the GIL while it encodes, so on two
 cores a rewrite or a merge costs about what its slower half costs, not the sum
 of both. The row groups in flight are slices of rows the caller has already
-made (a merge round hands over several at once); the caller waits when more
-than ``FLIGHT_BYTES`` of them are queued, which bounds the memory they hold.
+made; the caller waits when more than ``flight_bytes`` of them are queued
+(one row group, or more for a merge round, which hands over several at
+once), which bounds the memory they hold.
 An object of one row group is encoded on the caller's thread (no thread).
 
 Nothing sorts here: the order is the caller's promise. With
@@ -46,8 +47,11 @@ ROW_GROUP_BYTES = 16 * 1024 * 1024
 Arrow data. The writer holds one row group, so the bytes bound its memory
 whatever the width of the rows."""
 
-FLIGHT_BYTES = 2 * ROW_GROUP_BYTES  # row groups queued for the encoder at most
-SINK_BYTES = 4 * 1024 * 1024  # Parquet bytes gathered before they go to the store's output
+FLIGHT_BYTES = ROW_GROUP_BYTES
+"""Row group bytes queued for the encoder (the one encoding included) before
+the caller waits: double buffering for a caller that writes batch by batch. A
+merge, which hands over a round's rows at once, queues more (``flight_bytes``)."""
+SINK_BYTES = 1024 * 1024  # Parquet bytes gathered before they go to the store's output
 
 CHECK_ORDER = os.environ.get("REWIND_CHECK_ORDER", "") == "1"
 
@@ -142,6 +146,7 @@ class ObjectWriter:
         *,
         ts: int | None = None,
         hash_rows: bool = False,
+        flight_bytes: int = FLIGHT_BYTES,
     ) -> None:
         self.key = key
         self.schema = schema
@@ -168,6 +173,7 @@ class ObjectWriter:
         self._encoder: ThreadPoolExecutor | None = None
         self._flight: deque[tuple[Future[None], int]] = deque()  # row groups queued, bytes
         self._flight_bytes = 0
+        self._most_in_flight = flight_bytes
 
     def write(self, rows: pa.RecordBatch | pa.Table) -> None:
         for batch in rows.to_batches() if isinstance(rows, pa.Table) else [rows]:
@@ -215,7 +221,7 @@ class ObjectWriter:
         size = group.nbytes
         self._flight.append((self._encoder.submit(self._encode, group), size))
         self._flight_bytes += size
-        self._wait(FLIGHT_BYTES)
+        self._wait(self._most_in_flight)
 
     def _encode(self, group: pa.Table) -> None:
         self._writer.write_table(group, row_group_size=group.num_rows)

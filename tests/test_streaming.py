@@ -379,3 +379,83 @@ def test_a_key_that_is_not_of_the_key_type_is_refused() -> None:
         KeyRange.parse("abc", None, pa.schema([("id", pa.int64())]))
     with pytest.raises(InvalidArgument, match="up to 1 value"):
         KeyRange.parse("[1, 2]", None, pa.schema([("id", pa.int64())]))
+
+
+# --- threads: read ahead, encode behind -------------------------------------------------------
+
+
+class _FailingOutput:
+    """A store output whose third write fails, as a full disk or a lost upload would."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.writes = inner, 0
+
+    def write(self, data) -> None:  # type: ignore[no-untyped-def]
+        self.writes += 1
+        if self.writes == 3:
+            raise OSError("disk full")
+        self.inner.write(data)
+
+    def commit(self) -> None:
+        self.inner.commit()
+
+    def abort(self) -> None:
+        self.inner.abort()
+
+
+def test_an_encoding_failure_on_the_encoder_thread_fails_the_write_and_leaves_nothing(
+    object_store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenants import object_writer
+
+    opened = object_store.open_output
+    monkeypatch.setattr(object_store, "open_output", lambda key: _FailingOutput(opened(key)))
+    monkeypatch.setattr(object_writer, "SINK_BYTES", 1)  # every page reaches the output
+    rows = versions(2_000)  # 50 row groups of 40 rows (tests/conftest.py)
+    key = object_key("t", "tbl", "data", "encoder-failure")
+    with pytest.raises(OSError, match="disk full"):
+        with ObjectWriter(object_store, key, rows.schema, ["id"]) as writer:
+            for batch in rows.to_batches(max_chunksize=7):
+                writer.write(batch)
+            writer.finish()
+    assert list(object_store.list("tenants/")) == []
+    assert list(object_store.partial_writes("tenants/")) == []
+
+
+def test_read_ahead_yields_everything_in_order_and_raises_where_the_stream_did() -> None:
+    from tenants.read_ahead import read_ahead, reading_ahead
+
+    assert list(read_ahead(iter(range(100)))) == list(range(100))
+
+    def failing():  # type: ignore[no-untyped-def]
+        yield 1
+        yield 2
+        raise CorruptObject("damaged at the end")
+
+    seen = []
+    with pytest.raises(CorruptObject, match="damaged"):
+        for item in read_ahead(failing()):
+            seen.append(item)
+    assert seen == [1, 2]
+
+    closed = []
+
+    def tracked():  # type: ignore[no-untyped-def]
+        try:
+            yield from range(10)
+        finally:
+            closed.append(True)
+
+    with reading_ahead(tracked()) as items:
+        assert next(items) == 0  # leave early: the stream is closed, its read finished
+    assert closed == [True]
+
+
+def test_read_ahead_inside_read_ahead_reads_directly_instead_of_waiting_on_itself() -> None:
+    from tenants.read_ahead import read_ahead
+
+    def outer():  # type: ignore[no-untyped-def]
+        # A stream that itself reads ahead, run on the read-ahead thread.
+        yield from read_ahead(iter(range(5)))
+
+    assert list(read_ahead(outer())) == list(range(5))
