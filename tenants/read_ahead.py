@@ -6,11 +6,14 @@ encoder has a thread of its own (tenants.object_writer); this module gives
 decoding one, so on two cores the three overlap instead of taking turns.
 pyarrow releases the GIL while it decodes.
 
-One worker thread serves every stream of the process, a batch ahead each:
-the memory cost is one decoded batch per open stream, and an input a merge
-has not needed for a while has its next batch ready when it is. The worker
-runs nothing but ``next()`` on a stream, so it never waits on another stream:
-a stream read ahead from the worker itself (nested) is read directly.
+A pool of one worker per core serves every stream of the process, a batch
+ahead each (so rewrite tasks running side by side on the local executor's
+threads do not queue behind one decoder): the memory cost is one decoded
+batch per open stream, and an input a merge has not needed for a while has
+its next batch ready when it is. A stream has at most one read in flight, so
+its items keep their order. Workers run nothing but ``next()`` on a stream,
+so they never wait on one another: a stream read ahead from a worker itself
+(nested) is read directly.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ def _executor() -> ThreadPoolExecutor:
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(
-                1, thread_name_prefix="rewind-read-ahead", initializer=_mark_worker
+                max(2, os.cpu_count() or 1),
+                thread_name_prefix="rewind-read-ahead",
+                initializer=_mark_worker,
             )
         return _pool
 
