@@ -68,7 +68,17 @@ FLIGHT_BYTES = 2 * ROW_GROUP_BYTES
 # What one output being written holds: the row group it gathers, the row groups
 # queued for its encoder, and the one being encoded.
 WRITER_BYTES = 2 * ROW_GROUP_BYTES + FLIGHT_BYTES
-READER_BYTES = 512 * 1024  # an open reader's own state (footer, decoders, page buffers)
+READER_BYTES = 512 * 1024  # an open reader's own state (footer, decoders)
+# A reader holds a decompressed data page of each column it reads; pyarrow
+# writes pages of about 1 MiB. (Not counting them let a 512 MiB merge of 58
+# five-column inputs reach 938 MiB: benchmarks/README.md, bench_memory.)
+PAGE_BYTES = 1024 * 1024
+DEFAULT_COLUMNS = 8
+# What the process holds before a merge starts (interpreter, pyarrow, catalog).
+PROCESS_BYTES = 96 * MIB
+# Batches no smaller than this when every input must be read at once: smaller
+# rounds cost more in per-round work than a pass of merging costs in I/O.
+MERGE_MIN_BATCH_BYTES = 256 * 1024
 
 
 def default_memory() -> int:
@@ -101,29 +111,37 @@ class MergeShape:
 
     @classmethod
     def within(
-        cls, memory: int, inputs: Sequence[ObjectRecord], groups: int, depth: int | None = None
+        cls,
+        memory: int,
+        inputs: Sequence[ObjectRecord],
+        groups: int,
+        depth: int | None = None,
+        columns: int = DEFAULT_COLUMNS,
     ) -> MergeShape:
         """The widest merge ``memory`` allows, with the largest batches that fit.
 
-        Each input read at once holds its buffered batch, the next one (read
-        ahead), its share of a round (taken, gathered, taken again in key
-        order: three copies), read
-        buffers for a few columns and its reader's own state; inputs
-        small enough to be fetched whole hold their bytes; each output group
-        holds a row group and its encoding. Measured RSS runs about twice the Arrow memory this counts,
-        so the count is held to half the budget. ``depth``: how many inputs
-        are read at once (their key ranges' overlap; default all of them).
+        The process itself (interpreter, pyarrow, catalog) takes
+        ``PROCESS_BYTES``; each output group holds its row groups
+        (``WRITER_BYTES``); inputs small enough to be fetched whole hold their
+        bytes. Each input read at once holds its buffered batch, the next one
+        (read ahead), its share of a round (taken, gathered, taken again in key
+        order: three copies), read buffers, its reader's own state and a
+        decompressed Parquet page per column it reads (``columns``). Batches
+        shrink to ``MERGE_MIN_BATCH_BYTES`` to read every input at once; below
+        that, rounds get so small that merging in passes is faster, so the
+        fan-in drops instead. ``depth``: how many inputs are read at once
+        (their key ranges' overlap; default all of them).
         """
         count = len(inputs) if depth is None else depth
         # Objects under IN_MEMORY_BYTES are fetched whole: each holds its bytes,
         # counted once for all of them (an upper bound: not all are open at once).
-        left = memory // 2 - groups * WRITER_BYTES
+        left = memory - PROCESS_BYTES - groups * WRITER_BYTES
         left -= sum(o.bytes for o in inputs if o.bytes <= IN_MEMORY_BYTES)
         batch = BATCH_BYTES
         while True:
             buffer = max(MIN_BUFFER_BYTES, min(1024 * 1024, batch // 8))
-            per_input = 5 * batch + 8 * buffer + READER_BYTES
-            if count * per_input <= left or batch <= MIN_BATCH_BYTES:
+            per_input = 5 * batch + 8 * buffer + READER_BYTES + columns * PAGE_BYTES
+            if count * per_input <= left or batch <= MERGE_MIN_BATCH_BYTES:
                 break
             batch //= 2
         fan_in = max(2, min(count, max(0, left) // per_input))
@@ -165,7 +183,7 @@ def compact_table(
         if not inputs:
             break
         depth = _depth(inputs, table)
-        shape = MergeShape.within(budget, inputs, len(groups), depth)
+        shape = MergeShape.within(budget, inputs, len(groups), depth, _columns(table))
         stalled = previous is not None and depth >= previous
         if depth <= shape.fan_in or stalled:
             if stalled:
@@ -213,6 +231,11 @@ def compact_table(
         sum(o.bytes for o in consumed.values()),
         sum(o.bytes for o in created.values()),
     )
+
+
+def _columns(table: TableRecord) -> int:
+    """Columns a merge reads from each input: the table's and ``__ts``."""
+    return len(table.schema.columns) + 1
 
 
 def _depth(inputs: Sequence[ObjectRecord], table: TableRecord) -> int:
@@ -364,7 +387,7 @@ def count_unneeded(
     key_schema = table.schema.key_arrow()
     pk = list(table.schema.primary_key)
     depth = _depth(objects, table)
-    shape = MergeShape.within(memory or default_memory(), objects, 0, depth)
+    shape = MergeShape.within(memory or default_memory(), objects, 0, depth, len(pk) + 1)
     if shape.fan_in < depth:
         shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
     dropped = np.zeros(len(objects), dtype=np.int64)

@@ -90,7 +90,9 @@ INT_KEY = pa.schema([("a", pa.int64())])
 
 @given(
     st.lists(
-        st.lists(st.tuples(st.integers(0, 8), st.integers(1, 6)), max_size=25, unique_by=lambda x: x[0]),
+        st.lists(
+            st.tuples(st.integers(0, 8), st.integers(1, 6)), max_size=25, unique_by=lambda x: x[0]
+        ),
         min_size=2,
         max_size=6,
     ),
@@ -165,7 +167,29 @@ def test_merge_shape_fits_the_budget() -> None:
     roomy = MergeShape.within(8 << 30, big[:10], 1)
     assert roomy.fan_in == 10 and roomy.batch_bytes == 8 << 20
     tight = MergeShape.within(256 << 20, big, 1)
-    assert 2 <= tight.fan_in < 1000 and tight.batch_bytes == compaction.MIN_BATCH_BYTES
+    assert 2 <= tight.fan_in < 1000 and tight.batch_bytes == compaction.MERGE_MIN_BATCH_BYTES
+
+
+def test_a_merge_plan_counts_a_page_per_column_read() -> None:
+    """A reader holds a decompressed page per column: wide inputs merge fewer at
+    once (passes) rather than overrun the budget (bench_memory: 938 MiB under
+    a 512 MiB budget before pages were counted)."""
+    inputs = [
+        ObjectRecord(str(i), "k", "data", "f", 10, 200 << 20, 1, 1, "[1]", "[2]", True, "c", 0)
+        for i in range(58)
+    ]
+    narrow = MergeShape.within(512 << 20, inputs, 2, columns=2)
+    wide = MergeShape.within(512 << 20, inputs, 2, columns=5)
+    assert wide.fan_in < narrow.fan_in <= 58
+    for shape, columns in ((narrow, 2), (wide, 5)):
+        per_input = (
+            5 * shape.batch_bytes + 8 * shape.buffer_bytes + compaction.READER_BYTES
+            + columns * compaction.PAGE_BYTES
+        )  # fmt: skip
+        assert (
+            shape.fan_in * per_input + compaction.PROCESS_BYTES + 2 * compaction.WRITER_BYTES
+            <= 512 << 20
+        )
 
 
 # --- compaction in passes ----------------------------------------------------------------
@@ -199,7 +223,7 @@ def test_a_table_beyond_one_merge_is_compacted_in_passes(
         compaction.MergeShape,
         "within",
         classmethod(
-            lambda cls, memory, inputs, groups, depth=None: cls(
+            lambda cls, memory, inputs, groups, depth=None, columns=8: cls(
                 min(4, len(inputs)), 1 << 18, 1 << 16
             )
         ),
