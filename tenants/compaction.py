@@ -66,7 +66,8 @@ MIN_BUFFER_BYTES = 64 * 1024
 # of them queue for its encoder (tenants.object_writer) while the merge goes on.
 FLIGHT_BYTES = 2 * ROW_GROUP_BYTES
 # What one output being written holds: the row group it gathers, the row groups
-# queued for its encoder, and the one being encoded.
+# queued for its encoder (the one encoding among them), and the encoder's own
+# working memory (pages and their compression), about a row group.
 WRITER_BYTES = 2 * ROW_GROUP_BYTES + FLIGHT_BYTES
 READER_BYTES = 512 * 1024  # an open reader's own state (footer, decoders)
 # A reader holds a decompressed data page of each column it reads; pyarrow

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -131,7 +131,7 @@ class _Buffer:
         """Leading rows whose key is below ``frontier``."""
         assert self.rows is not None
         if self._key is not None:
-            return int(np.searchsorted(self._key, frontier[0], side="left"))
+            return int(np.searchsorted(self._key, cast(int, frontier[0]), side="left"))
         return _count_below(self.rows, self.keys, frontier)
 
     def take(self, count: int | None) -> pa.Table | None:
@@ -176,9 +176,7 @@ def merge_rounds(inputs: Sequence[MergeInput], key_schema: pa.Schema) -> Iterato
         # buffer ends at or after it), not in an unopened one (it starts there).
         frontier = min(bounds) if bounds else None
         counts = [
-            None
-            if frontier is None or b.rows is None or not b.opened
-            else b.count_below(frontier)
+            None if frontier is None or b.rows is None or not b.opened else b.count_below(frontier)
             for b in buffers
         ]
         if frontier is not None and not any(counts):
@@ -292,13 +290,14 @@ def _event_order(columns: Sequence[pa.Array | np.ndarray], key_schema: pa.Schema
         same = key[1:] == key[:-1]
         if not same.any():
             return order
-        later, earlier = ts[order][1:], ts[order][:-1]
+        stamps = ts[order]
+        later, earlier = stamps[1:], stamps[:-1]
         flags = data[order]  # type: ignore[index]
         back = same & ((later < earlier) | ((later == earlier) & (flags[1:] < flags[:-1])))
         if not back.any():
             return order
     table = pa.Table.from_arrays(
-        [*columns[:width], pa.array(ts), pa.array(data)], names=[*key_schema.names, TS, IS_DATA]
+        [*columns[: width + 1], pa.array(data)], names=[*key_schema.names, TS, IS_DATA]
     )
     keys = [(k, "ascending") for k in key_schema.names]
     order = pc.sort_indices(table, sort_keys=[*keys, (TS, "ascending"), (IS_DATA, "ascending")])
@@ -312,7 +311,7 @@ def gather(
     ``schema``), in the events' order."""
     src = events.column(SRC).to_numpy()
     pos = events.column(POS).to_numpy()
-    member = np.zeros(max(len(round_.taken), int(src.max(initial=0)) + 1), dtype=bool)
+    member = np.zeros(len(round_.taken), dtype=bool)
     member[list(sources)] = True
     mine = member[src]
     if not mine.any():

@@ -96,7 +96,7 @@ class ObjectReader:
         row_groups: Sequence[int] | None = None,
         batch_rows: int | None = None,
         batch_bytes: int = BATCH_BYTES,
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, None]:
         """The rows in stored ((pk, ts)) order; ``columns`` may name ``__ts``.
 
         Reading every row group ends with the object's checksum verdict: a

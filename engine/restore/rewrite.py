@@ -94,7 +94,10 @@ def rewrite_object(
     stored in (pk, ts) order and a filter keeps it, so nothing is sorted and
     memory is a row group whatever the object's size. (A restore's task and a
     physical backup's straddler both come here.)"""
-    with open_object(source, record) as reader, reading_ahead(reader.batches(batch_bytes=REWRITE_BATCH_BYTES)) as batches:
+    with (
+        open_object(source, record) as reader,
+        reading_ahead(reader.batches(batch_bytes=REWRITE_BATCH_BYTES)) as batches,
+    ):
         with ObjectWriter(dest, dest_key, reader.schema, primary_key, hash_rows=True) as writer:
             for batch in batches:
                 writer.write(batch.filter(pc.less_equal(batch.column(TS), as_of)))
