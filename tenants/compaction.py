@@ -37,7 +37,14 @@ from tenants.catalog import Catalog
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
 from tenants.object_io import record_of
-from tenants.object_reader import BATCH_BYTES, IN_MEMORY_BYTES, open_object, stream_object
+from tenants.object_reader import (
+    BATCH_BYTES,
+    CHUNK_BYTES,
+    IN_MEMORY_BYTES,
+    open_object,
+    stream_object,
+)
+from tenants.object_writer import PAGE_BYTES as WRITER_PAGE_BYTES
 from tenants.object_writer import ROW_GROUP_BYTES, ObjectWriter
 from tenants.objects import (
     ObjectRecord,
@@ -59,7 +66,9 @@ DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
 # S3 takes 10,000 parts of tenants.objectstore.s3.PART_BYTES; 4 GiB keeps far inside it.
 MAX_TARGET_BYTES = 4 * 1024 * 1024 * 1024
 MIB = 1024 * 1024
-MIN_MEMORY = 64 * MIB
+# The process and its allocator take 256 MiB before a merge holds a batch
+# (PROCESS_BYTES, ALLOCATOR_BYTES): a smaller budget could not be kept.
+MIN_MEMORY = 384 * MIB
 MIN_BATCH_BYTES = 64 * 1024
 MIN_BUFFER_BYTES = 64 * 1024
 # A merge round hands an output several row groups at once: up to this many bytes
@@ -70,13 +79,27 @@ FLIGHT_BYTES = 2 * ROW_GROUP_BYTES
 # working memory (pages and their compression), about a row group.
 WRITER_BYTES = 2 * ROW_GROUP_BYTES + FLIGHT_BYTES
 READER_BYTES = 512 * 1024  # an open reader's own state (footer, decoders)
-# A reader holds a decompressed data page of each column it reads; pyarrow
-# writes pages of about 1 MiB. (Not counting them let a 512 MiB merge of 58
-# five-column inputs reach 938 MiB: benchmarks/README.md, bench_memory.)
-PAGE_BYTES = 1024 * 1024
+# An object read in place is checksummed alongside, a chunk at a time
+# (tenants.object_reader): one more chunk per open input.
+CHECK_BYTES = CHUNK_BYTES
+# A reader holds a decompressed data page of each column it reads and, while
+# it reads a column chunk, the chunk's dictionary page; Rewind writes both of at
+# most tenants.object_writer.PAGE_BYTES. (Not counting them let a 512 MiB merge
+# of 58 five-column inputs reach 938 MiB: benchmarks/README.md, bench_memory.)
+PAGE_BYTES = 2 * WRITER_PAGE_BYTES
 DEFAULT_COLUMNS = 8
-# What the process holds before a merge starts (interpreter, pyarrow, catalog).
-PROCESS_BYTES = 96 * MIB
+# What the process holds before a merge starts (interpreter, pyarrow, catalog,
+# the CLI): 135 MiB measured for ``rewind compact``.
+PROCESS_BYTES = 144 * MIB
+# What the allocator holds once a merge runs, whatever its size: each thread
+# that allocates (the merge, the read-ahead workers, the encoder) keeps partly
+# used pages of every size class it has used, and freed pages wait out the
+# purge delay (tenants.allocator). Measured: a merge of ten objects whose live
+# Arrow memory peaked at 70 MiB grew the process by 216 MiB.
+ALLOCATOR_BYTES = 112 * MIB
+# And in proportion to what is live (fragmentation): measured, a 66-object
+# merge at 512 MiB and 1 GiB peaked 11% and 2% above the live bytes counted.
+ALLOCATOR_SLACK = 1.15
 # Batches no smaller than this when every input must be read at once: smaller
 # rounds cost more in per-round work than a pass of merging costs in I/O.
 MERGE_MIN_BATCH_BYTES = 256 * 1024
@@ -122,12 +145,14 @@ class MergeShape:
         """The widest merge ``memory`` allows, with the largest batches that fit.
 
         The process itself (interpreter, pyarrow, catalog) takes
-        ``PROCESS_BYTES``; each output group holds its row groups
+        ``PROCESS_BYTES``; the allocator keeps ``ALLOCATOR_BYTES`` and
+        ``ALLOCATOR_SLACK`` of what is live on top; each output group holds its row groups
         (``WRITER_BYTES``); inputs small enough to be fetched whole hold their
         bytes. Each input read at once holds its buffered batch, the next one
         (read ahead), its share of a round (taken, gathered, taken again in key
-        order: three copies), read buffers, its reader's own state and a
-        decompressed Parquet page per column it reads (``columns``). Batches
+        order: three copies), read buffers, its reader's own state, the chunk
+        its checksum is reading and a decompressed data and dictionary page
+        per column it reads (``columns``). Batches
         shrink to ``MERGE_MIN_BATCH_BYTES`` to read every input at once; below
         that, rounds get so small that merging in passes is faster, so the
         fan-in drops instead. ``depth``: how many inputs are read at once
@@ -136,12 +161,15 @@ class MergeShape:
         count = len(inputs) if depth is None else depth
         # Objects under IN_MEMORY_BYTES are fetched whole: each holds its bytes,
         # counted once for all of them (an upper bound: not all are open at once).
-        left = memory - PROCESS_BYTES - groups * WRITER_BYTES
+        fixed = PROCESS_BYTES + ALLOCATOR_BYTES
+        left = int((memory - fixed) / ALLOCATOR_SLACK) - groups * WRITER_BYTES
         left -= sum(o.bytes for o in inputs if o.bytes <= IN_MEMORY_BYTES)
         batch = BATCH_BYTES
         while True:
             buffer = max(MIN_BUFFER_BYTES, min(1024 * 1024, batch // 8))
-            per_input = 5 * batch + 8 * buffer + READER_BYTES + columns * PAGE_BYTES
+            per_input = (
+                5 * batch + 8 * buffer + READER_BYTES + CHECK_BYTES + columns * PAGE_BYTES
+            )
             if count * per_input <= left or batch <= MERGE_MIN_BATCH_BYTES:
                 break
             batch //= 2

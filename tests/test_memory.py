@@ -108,14 +108,20 @@ def test_rewrite_of_a_300_mb_object_grows_the_process_by_under_150_mb(
     )
 
 
-def test_full_compaction_of_a_300_mb_table_stays_near_its_budget(
-    tmp_path: Path, new_catalog_uri
+def test_full_compaction_of_a_300_mb_table_stays_within_its_budget(
+    tmp_path: Path, new_catalog_uri, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ten commits that each span the whole key range: every merge round reads
-    all ten objects at once, so the budget decides the batch sizes."""
+    all ten objects at once, so the budget decides the batch sizes. The budget
+    bounds the whole process's peak RSS (imports, catalog and all): 384 MiB,
+    the least ``--memory`` accepts. Before the plan counted the process, the
+    allocator and the checksum chunks, this peaked above it (418 MiB)."""
     from tenants.schema import Column, TableSchema
     from tenants.store import TableStore
 
+    # Objects as Rewind writes them, not the suite's 40-row groups (whose
+    # footers alone take MiBs per open reader).
+    monkeypatch.setattr(object_writer, "ROW_GROUP_ROWS", PRODUCTION_ROW_GROUP)
     catalog = new_catalog_uri()
     warehouse = f"file://{tmp_path / 'warehouse'}"
     store = TableStore.open(catalog, warehouse)
@@ -139,16 +145,17 @@ def test_full_compaction_of_a_300_mb_table_stays_near_its_budget(
         store.write("acme", "db", "t", upserts=pa.table({"id": ids, "p": values}))
     stored = sum(o.bytes for _, o in store.objects_of("acme"))
     assert stored > 290 * MB
-    budget = 128 * 1024 * 1024
+    budget = 384 * 1024 * 1024
 
     report = run_job(
         {"what": "compact", "catalog": catalog, "warehouse": warehouse, "memory": budget}
     )
 
     assert report["rows"] == len(distinct)  # no snapshot: the newest version of each id
-    growth_mb = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
-    assert growth_mb < 250, (
-        f"compacting {stored / MB:.0f} MB grew the process by {growth_mb:.0f} MB"
+    peak_mib = report["peak_kib"] / 1024
+    assert peak_mib <= budget / 1024 / 1024, (
+        f"compacting {stored / MB:.0f} MB under a {budget >> 20} MiB budget peaked at "
+        f"{peak_mib:.0f} MiB (baseline {report['baseline_kib'] / 1024:.0f} MiB)"
     )
 
 

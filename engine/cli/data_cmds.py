@@ -378,8 +378,8 @@ def compact(
         str | None,
         typer.Option(
             "--memory",
-            help="Memory a merge may use, e.g. 512MiB or 2GiB "
-            "(default: a quarter of RAM, at most 1 GiB).",
+            help="Peak memory (RSS) of the whole command, e.g. 512MiB or 2GiB; at least "
+            f"{MIN_MEMORY // MIB} MiB (default: a quarter of RAM, at most 1 GiB).",
             show_default=False,
         ),
     ] = None,
