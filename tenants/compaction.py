@@ -112,7 +112,7 @@ def default_memory() -> int:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         ram = 4 * 1024 * MIB
-    return max(256 * MIB, min(1024 * MIB, ram // 4))
+    return max(MIN_MEMORY, min(1024 * MIB, ram // 4))
 
 
 @dataclass(frozen=True)
@@ -144,19 +144,19 @@ class MergeShape:
     ) -> MergeShape:
         """The widest merge ``memory`` allows, with the largest batches that fit.
 
-        The process itself (interpreter, pyarrow, catalog) takes
-        ``PROCESS_BYTES``; the allocator keeps ``ALLOCATOR_BYTES`` and
-        ``ALLOCATOR_SLACK`` of what is live on top; each output group holds its row groups
-        (``WRITER_BYTES``); inputs small enough to be fetched whole hold their
-        bytes. Each input read at once holds its buffered batch, the next one
-        (read ahead), its share of a round (taken, gathered, taken again in key
-        order: three copies), read buffers, its reader's own state, the chunk
-        its checksum is reading and a decompressed data and dictionary page
-        per column it reads (``columns``). Batches
-        shrink to ``MERGE_MIN_BATCH_BYTES`` to read every input at once; below
-        that, rounds get so small that merging in passes is faster, so the
-        fan-in drops instead. ``depth``: how many inputs are read at once
-        (their key ranges' overlap; default all of them).
+        ``memory`` bounds the process's peak RSS. The process itself
+        (interpreter, pyarrow, catalog) takes ``PROCESS_BYTES``; the allocator
+        keeps ``ALLOCATOR_BYTES``, and ``ALLOCATOR_SLACK`` of what is live, on
+        top; each output group holds its row groups (``WRITER_BYTES``); inputs
+        small enough to be fetched whole hold their bytes. Each input read at
+        once holds its buffered batch, the next one (read ahead), its share of
+        a round (taken, gathered, taken again in key order: three copies), read
+        buffers, its reader's own state, the chunk its checksum is reading and
+        a decompressed data and dictionary page per column it reads
+        (``columns``). Batches shrink to ``MERGE_MIN_BATCH_BYTES`` to read
+        every input at once; below that, rounds get so small that merging in
+        passes is faster, so the fan-in drops instead. ``depth``: how many
+        inputs are read at once (their key ranges' overlap; default all).
         """
         count = len(inputs) if depth is None else depth
         # Objects under IN_MEMORY_BYTES are fetched whole: each holds its bytes,

@@ -205,3 +205,19 @@ def test_loading_a_400_mb_csv_grows_the_process_by_under_300_mb(
     assert report["rows"] == len(ids)
     growth_mb = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
     assert growth_mb < 300, f"loading {size_mb:.0f} MB grew the process by {growth_mb:.0f} MB"
+
+
+def test_rewind_allocates_through_jemalloc_where_pyarrow_has_it() -> None:
+    """A fresh process that imports Rewind before pyarrow gets jemalloc (Linux,
+    macOS): under mimalloc a 10 GB compaction overran ``--memory 512MiB``
+    (577 MiB), under jemalloc it kept it (504 MiB; docs/decisions.md)."""
+    code = "import tenants, pyarrow as pa; print(pa.default_memory_pool().backend_name)"
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    expected = (
+        "jemalloc" if sys.platform.startswith("linux") or sys.platform == "darwin" else "mimalloc"
+    )
+    assert done.stdout.strip() == expected
