@@ -20,14 +20,20 @@ import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 
-from engine.restore.plan import ACTION_AT
 from tenants.catalog.migrations import MIGRATIONS
 from tenants.catalog.sqlite import connect as sqlite_connect
-from tenants.objects import LIVE_MEMBERS, RECORD_COLUMNS, ObjectRecord, record_from_tuple
+from tenants.objects import RECORD_COLUMNS, ObjectRecord, record_from_tuple
 
 Backend = Literal["sqlite", "postgresql"]
 
-# Today's statements, in SQLite's qmark form, taken from the code that runs them.
+# The statements the driver was chosen on (catalog step 8), in SQLite's qmark form.
+# Planning has read member totals since step 9, but the workload stays as measured.
+
+ACTION_AT = "CASE WHEN o.max_ts <= ? THEN 'reuse' WHEN o.min_ts > ? THEN 'skip' ELSE 'rewrite' END"
+LIVE_MEMBERS = (
+    "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id "
+    "WHERE m.table_id = ? AND m.removed_ts IS NULL"
+)
 
 OBJECT_COLUMNS = (
     "id, object_key, kind, fingerprint, row_count, byte_size, min_ts, max_ts, "

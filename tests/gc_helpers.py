@@ -17,6 +17,7 @@ from restore_helpers import ObservedTx, SimulatedCrash, catalog_rows
 
 from tenants.catalog import Catalog
 from tenants.catalog.base import wall_clock_us
+from tenants.objects import live_objects
 from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
 from tenants.times import US
@@ -96,15 +97,13 @@ def dangling_keys(store: TableStore) -> set[str]:
 
 
 def live_member_keys(store: TableStore, *, active_only: bool = True) -> set[str]:
-    """Keys of objects with a live membership in a table of an (active) tenant."""
-    sql = (
-        "SELECT DISTINCT o.object_key FROM objects o JOIN membership m ON m.object_id = o.id "
-        "JOIN tables t ON t.id = m.table_id JOIN tenants n ON n.id = t.tenant_id "
-        "WHERE m.removed_ts IS NULL"
-    )
+    """Keys of objects a table of an (active) tenant holds, by its own live
+    membership or through a base (what the table reads)."""
+    sql = "SELECT t.id FROM tables t JOIN tenants n ON n.id = t.tenant_id"
     if active_only:
-        sql += " AND n.state = 'active'"
-    return {r["object_key"] for r in catalog_rows(store, sql)}
+        sql += " WHERE n.state = 'active'"
+    with store.catalog.snapshot() as tx:
+        return {o.key for r in tx.all(sql) for o in live_objects(tx, r["id"])}
 
 
 def keys_of(store: TableStore, tenant: str) -> set[str]:

@@ -98,7 +98,14 @@ def planned_with_members(
 
 
 def pins_of(store: TableStore, job_id: str) -> list[dict]:
-    return catalog_rows(store, "SELECT * FROM job_pins WHERE job_id = ?", (job_id,))
+    """What a job holds against GC: its object pins and its bases not yet a table's."""
+    return catalog_rows(
+        store, "SELECT * FROM job_pins WHERE job_id = ?", (job_id,)
+    ) + catalog_rows(
+        store,
+        "SELECT * FROM membership_bases WHERE job_id = ? AND table_id NOT IN (SELECT id FROM tables)",
+        (job_id,),
+    )
 
 
 def job_state(store: TableStore, job_id: str) -> str:
@@ -226,6 +233,10 @@ class ObservedTx:
     def executemany(self, sql: str, rows: Any) -> None:
         self._owner.seen(sql)
         self._inner.executemany(sql, rows)
+
+    def insert_many(self, table: str, columns: Any, rows: Any) -> None:
+        self._owner.seen(f"INSERT INTO {table} ({', '.join(columns)})")
+        self._inner.insert_many(table, columns, rows)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

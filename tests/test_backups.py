@@ -512,7 +512,7 @@ def _killed_restore(store: TableStore, uri: str, backup_id: str, name: str, kind
     """Restore ``backup_id`` as ``name`` and die mid-load (the reload's 2nd data commit, or
     the 2nd object copied); the staging tenant's id."""
     faulty = (
-        with_catalog(store, FaultyCatalog(store.catalog, "INSERT INTO membership", occurrence=2))
+        with_catalog(store, FaultyCatalog(store.catalog, "INSERT INTO membership (", occurrence=2))
         if kind == "logical"
         else with_objects(store, WrappedObjectStore(store.objects, fail_put_at=2))
     )

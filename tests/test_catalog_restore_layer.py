@@ -1,9 +1,9 @@
 """The restore path's catalog layer: SQL only under tenants/catalog/, hot queries on their indexes.
 
-The restore planner, the job's pins and the install's reused membership are
-the statements that touch 10^5-10^6 rows; on SQLite they are fast only while
-they stay on the covering ``objects_plan`` index (``INDEXED BY``) and on the
-pins' primary key. These tests read SQLite's own query plan for the exact
+The restore planner reads a table's members after S, and a job installed by an
+earlier Rewind copies its reused membership from its pins: on SQLite they stay
+fast only while they stay on ``membership_view``'s range and on the pins'
+primary key. These tests read SQLite's own query plan for the exact
 statements the catalog functions run, so a rewrite of the layer (another
 library, another dialect) that loses an index fails here, not in a benchmark.
 """
@@ -18,8 +18,7 @@ from item_rows import SCHEMA, rows
 
 from tenants.catalog import Tx
 from tenants.catalog.install import install_reused_members
-from tenants.catalog.pins import pin_table_members, pinned_totals
-from tenants.catalog.restore_plan import member_action_totals
+from tenants.catalog.restore_plan import members_after_tuples
 from tenants.store import TableStore
 
 
@@ -62,26 +61,21 @@ JOB = "j" * 32
 
 
 @pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
-@pytest.mark.parametrize(
-    "run",
-    [
-        pytest.param(lambda tx, table, ts: member_action_totals(tx, table, ts), id="plan-classify"),
-        pytest.param(lambda tx, table, ts: pin_table_members(tx, JOB, table, ts), id="pin-plan"),
-        pytest.param(lambda tx, table, ts: pinned_totals(tx, JOB), id="pinned-totals"),
-    ],
-)
-def test_restore_plan_and_pin_queries_read_objects_through_the_covering_index(
-    store: TableStore, run: Callable[[Any, str, int], object]
+def test_restore_planning_reads_only_the_members_after_s_through_one_index_range(
+    store: TableStore,
 ) -> None:
-    plan = query_plan(store, run)
-    assert any("COVERING INDEX objects_plan" in step for step in plan), plan
+    plan = query_plan(store, lambda tx, table, ts: members_after_tuples(tx, table, ts))
+    assert any(
+        "COVERING INDEX membership_view (table_id=? AND removed_ts=? AND max_ts>?)" in step
+        for step in plan
+    ), plan
     assert not any(step.startswith("SCAN") for step in plan), plan
 
 
 @pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
-def test_install_joins_reused_objects_from_the_pins_primary_key(store: TableStore) -> None:
+def test_an_earlier_jobs_install_joins_reused_objects_from_the_pins_primary_key(store: TableStore) -> None:
     plan = query_plan(
         store, lambda tx, table, ts: install_reused_members(tx, JOB, table, "n" * 32, ts)
     )
-    assert any(step.startswith("SEARCH job_pins USING INDEX") for step in plan), plan
+    assert any(step.startswith("SEARCH p USING INDEX sqlite_autoindex_job_pins") for step in plan), plan
     assert not any(step.startswith("SCAN") for step in plan), plan

@@ -322,7 +322,7 @@ def test_reload_crash_leaves_nothing_visible_and_a_rerun_with_the_same_staging_i
     """Crash inside the k-th data commit of the load (3 non-empty files: items, gone, orders)."""
     manifest = dump(store)
     active = store.tenants()
-    faulty = FaultyCatalog(store.catalog, "INSERT INTO membership", occurrence=commit)
+    faulty = FaultyCatalog(store.catalog, "INSERT INTO membership (", occurrence=commit)
     with pytest.raises(SimulatedCrash):
         reload_dump(
             with_catalog(store, faulty),
@@ -464,7 +464,7 @@ CRASHES = {
     ),
     # the 2nd data commit of the reload
     "mid_reload": lambda s: with_catalog(
-        s, FaultyCatalog(s.catalog, "INSERT INTO membership", occurrence=2)
+        s, FaultyCatalog(s.catalog, "INSERT INTO membership (", occurrence=2)
     ),
     # the swap commits, the job does not learn it
     "after_swap": lambda s: with_catalog(

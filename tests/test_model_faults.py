@@ -58,7 +58,7 @@ KILLS: list[tuple[str, bool]] = [
     ("UPDATE restore_jobs SET state", True),  # right after a state change
     ("INSERT INTO tenants", False),  # inside the physical install
     ("INSERT INTO tenants", True),  # right after the physical install committed
-    ("INSERT INTO membership", False),  # the logical reload, mid-load
+    ("INSERT INTO membership (", False),  # the logical reload, mid-load
     ("UPDATE tenants SET state = 'active'", True),  # right after the logical swap
 ]
 
@@ -301,7 +301,7 @@ class Model:
         self.made += 1
         if op.killed:
             faulty = with_catalog(
-                self.store, FaultyCatalog(self.store.catalog, "INSERT INTO membership")
+                self.store, FaultyCatalog(self.store.catalog, "INSERT INTO membership (")
             )
             try:
                 restore_backup(faulty, self.backup_uri, self.backups[index], tenant=target)

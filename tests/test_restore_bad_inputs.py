@@ -32,6 +32,7 @@ from restore_helpers import (
 from engine.restore.job import restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress, start_job
 from engine.restore.plan import plan_restore
+from tenants.catalog.totals import recount
 from tenants.errors import (
     AlreadyExists,
     CorruptObject,
@@ -215,6 +216,9 @@ def test_fingerprint_that_is_not_a_schema_of_its_table_fails_the_plan_before_any
         tx.execute(
             "UPDATE objects SET fingerprint = ? WHERE id = ?", ("0" * 32, world.users_data.id)
         )
+        # counted as a writer counts what it registers: planning reads the totals
+        for (table_id,) in tx.tuples("SELECT id FROM tables"):
+            recount(tx, table_id)
     before = world.observe()
 
     with pytest.raises(CorruptObject, match=rf"{world.users_data.key}.*not a schema version"):

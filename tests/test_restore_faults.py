@@ -44,9 +44,10 @@ from restore_helpers import (
     with_objects,
 )
 
+from engine.gc.run import run_gc
 from engine.restore.job import PLAN_ATTEMPTS, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress, load_job, start_job
-from engine.restore.members import PlanOutdated, live_members
+from engine.restore.members import PlanOutdated, live_members, pinned
 from engine.restore.plan import plan_in
 from tenants.errors import InvalidArgument, StorageError, TransientError
 from tenants.store import TableStore
@@ -156,7 +157,9 @@ def test_crash_after_journaling_the_plan_leaves_source_untouched_and_resumes(sce
     job = start_job(s.store.catalog, plan, executor="local", verify="objects")
     # The process dies here: the job is journaled, its objects pinned, nothing written.
     assert job_state(s.store, job.id) == "planned"
-    assert {(p["object_id"], p["action"]) for p in pins_of(s.store, job.id)} == {
+    with s.store.catalog.snapshot() as tx:
+        held = pinned(tx, plan)
+    assert {(o.object.id, o.action) for items in held.values() for o in items} == {
         (o.object.id, o.action) for o in members
     }
     assert bucket_keys(s.store, tenant_prefix(plan.new_tenant_id)) == {}
@@ -287,7 +290,13 @@ def test_crash_in_verify_leaves_source_untouched_and_resume_rewrites_nothing(sce
 
 @pytest.mark.parametrize(
     "statement",
-    ["INSERT INTO restore_jobs", "INSERT INTO restore_plans", "INSERT INTO restore_tasks", "INSERT INTO job_pins"],
+    [
+        "INSERT INTO restore_jobs",
+        "INSERT INTO restore_plans",
+        "INSERT INTO restore_tasks",
+        "INSERT INTO membership_bases",
+        "INSERT INTO job_pins",
+    ],
 )
 def test_crash_inside_the_transaction_that_starts_the_job_journals_nothing(scenario, statement):
     s = scenario
@@ -298,6 +307,8 @@ def test_crash_inside_the_transaction_that_starts_the_job_journals_nothing(scena
     assert faulty.count == 1
     assert catalog_rows(s.store, "SELECT id FROM restore_jobs") == jobs_before
     assert catalog_rows(s.store, "SELECT * FROM job_pins") == []
+    uninstalled = "SELECT * FROM membership_bases WHERE table_id NOT IN (SELECT id FROM tables)"
+    assert catalog_rows(s.store, uninstalled) == []
     s.source_untouched()
     outcome = restore_tenant(s.store, s.name, "mon", executor="local")
     s.check_final(outcome.job_id)
@@ -305,8 +316,8 @@ def test_crash_inside_the_transaction_that_starts_the_job_journals_nothing(scena
 
 @pytest.mark.parametrize(
     "statement",
-    # the new tenant, membership from the pins (reused objects), rewritten objects, the pins' release
-    ["INSERT INTO tenants", "INSERT INTO membership", "INSERT INTO objects", "DELETE FROM job_pins"],
+    # the new tenant, membership of rewritten objects, the objects, the pins' release
+    ["INSERT INTO tenants", "INSERT INTO membership (", "INSERT INTO objects", "DELETE FROM job_pins"],
 )
 def test_crash_inside_the_install_transaction_rolls_back_and_resumes(scenario, statement):
     s = scenario
@@ -452,20 +463,36 @@ class ChangesBeforeWrites:
         return getattr(self.inner, name)
 
 
-def merge_a_late_write(s: Scenario) -> Any:
-    """A write after "mon", then a compaction that merges it into the straddlers."""
+def merge_a_late_write(s: Scenario, *, collect: bool = False) -> Any:
+    """A write after "mon", then a compaction that merges it into the straddlers,
+    and (``collect``) a GC that decides to delete the objects it replaced."""
     counter = iter(range(100, 200))
 
     def change() -> None:
         s.store.write(s.name, "db", "items", upserts=rows((next(counter), "late")))
         s.store.compact(s.name, "db", "items")
+        if collect:
+            report = run_gc(s.store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
+            assert report.collected.candidates
 
     return change
 
 
-def test_a_source_changed_while_planning_is_planned_again(scenario):
+def test_a_source_changed_while_planning_restores_what_the_plan_read(scenario):
+    """Its tables inherit the source as the plan read it: a write and a compaction
+    between plan and start change nothing the job restores."""
     s = scenario
-    catalog = ChangesBeforeWrites(s.store.catalog, merge_a_late_write(s), times=1)
+    catalog = ChangesBeforeWrites(s.store.catalog, merge_a_late_write(s), times=PLAN_ATTEMPTS)
+    jobs_before = catalog_rows(s.store, "SELECT id FROM restore_jobs")
+    outcome = restore_tenant(with_catalog(s.store, catalog), s.name, "mon", executor="local")
+    assert len(catalog_rows(s.store, "SELECT id FROM restore_jobs")) == len(jobs_before) + 1
+    assert reads(s.store, s.name) == {"db.items": ITEMS_AT_MON, "db.users": USERS_AT_MON}
+    assert pins_of(s.store, outcome.job_id) == []
+
+
+def test_a_source_collected_while_planning_is_planned_again(scenario):
+    s = scenario
+    catalog = ChangesBeforeWrites(s.store.catalog, merge_a_late_write(s, collect=True), times=1)
     jobs_before = catalog_rows(s.store, "SELECT id FROM restore_jobs")
     outcome = restore_tenant(with_catalog(s.store, catalog), s.name, "mon", executor="local")
     assert catalog.times == 0
@@ -474,14 +501,18 @@ def test_a_source_changed_while_planning_is_planned_again(scenario):
     assert pins_of(s.store, outcome.job_id) == []
 
 
-def test_a_source_that_keeps_changing_fails_the_restore_and_journals_nothing(scenario):
+def test_a_source_that_keeps_being_collected_fails_the_restore_and_journals_nothing(scenario):
     s = scenario
-    catalog = ChangesBeforeWrites(s.store.catalog, merge_a_late_write(s), times=PLAN_ATTEMPTS)
+    catalog = ChangesBeforeWrites(
+        s.store.catalog, merge_a_late_write(s, collect=True), times=PLAN_ATTEMPTS
+    )
     jobs_before = catalog_rows(s.store, "SELECT * FROM restore_jobs")
-    with pytest.raises(PlanOutdated, match="changed since the plan was made; plan again"):
+    with pytest.raises(PlanOutdated, match="garbage collection ran after the plan.*plan again"):
         restore_tenant(with_catalog(s.store, catalog), s.name, "mon", executor="local")
     assert catalog_rows(s.store, "SELECT * FROM restore_jobs") == jobs_before
     assert catalog_rows(s.store, "SELECT * FROM job_pins") == []
+    assert catalog_rows(s.store, "SELECT * FROM membership_bases WHERE job_id IS NOT NULL "
+                        "AND table_id NOT IN (SELECT id FROM tables)") == []
     assert s.store.tenant(s.name).id == s.before.tenant.id
     assert reads(s.store, s.name, "mon") == {"db.items": ITEMS_AT_MON, "db.users": USERS_AT_MON}
 

@@ -271,7 +271,7 @@ def dump_restore_plan(
     pinned objects still hold every row at or before it.
     """
     with store.catalog.snapshot() as tx:
-        members = pinned(tx, plan.job_id)
+        members = pinned(tx, plan)
     reads = []
     for table in plan.tables:
         if table.dropped_ts is not None:

@@ -3,7 +3,8 @@
 Before this commit nothing visible has changed: the source stays readable
 and writable. In the commit: the new tenant (with the DDL as of S, membership
 of reused and rewritten objects, carried snapshots, PITR and schedule
-settings, and lineage) appears; for an in-place restore the current holder
+settings, and lineage) appears: its tables inherit the reused objects, a few rows
+however many there are; for an in-place restore the current holder
 of the name is retired (kept for the retention period, undoable) and the
 name passes to the new tenant; the job becomes done and its pins go. After
 the commit, a write addressed to the retired tenant id fails.
@@ -31,6 +32,7 @@ from tenants.catalog.pitr import insert_pitr_window
 from tenants.catalog.schedules import insert_schedule
 from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.tenants import active_holder_id
+from tenants.catalog.totals import add_totals, recount
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.objects import add_member, insert_object
 from tenants.tenancy import (
@@ -128,9 +130,15 @@ def create_tables(
 
 
 def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:
-    """Reused objects join straight from the job's pins; rewritten ones are new objects."""
+    """Reused objects are inherited (the job's bases, written when it started), and
+    counted in the new tables' totals from the plan; rewritten ones are new objects.
+    A job an earlier Rewind started has its reused objects in its pins instead."""
     for table in plan.tables:
-        install_reused_members(tx, plan.job_id, table.source_table_id, table.new_table_id, ts)
+        add_totals(tx, ((table.new_table_id, *group) for group in table.reuse_groups))
+        if install_reused_members(
+            tx, plan.job_id, table.source_table_id, table.new_table_id, ts
+        ):
+            recount(tx, table.new_table_id)
     out_table = {task.task_id: task.out_table_id for task in plan.tasks}
     missing = set(out_table) - {r.task_id for r in results}
     if missing:

@@ -3,11 +3,13 @@
 A plan keeps counts and the straddling objects only (``engine.restore.plan``).
 The objects it reuses are named here:
 
-- ``pin_plan`` freezes them as the job's pins in the transaction that starts
-  the job, with one ``INSERT ... SELECT``, and checks that they add up to the
-  plan: if the source changed since planning (a write, a compaction), the job
-  is not started and the caller plans again.
-- ``pinned`` lists a job's pins with their records, for verify and the dump.
+- ``pin_plan`` pins them by time in the transaction that starts the job: each
+  table the install will create inherits its source table as read at the
+  plan's snapshot (``tenants.catalog.bases``), a few rows however many objects
+  the table has, and the straddlers get one pin each. If the source lost a
+  member since the plan read it (a compaction, a purge), GC may already have
+  taken it: the job is not started and the caller plans again.
+- ``pinned`` lists a job's objects with their records, for verify and the dump.
 - ``live_members`` lists a plan's objects in the transaction that planned it,
   for a backup, which runs no job and so pins nothing.
 """
@@ -20,13 +22,15 @@ from dataclasses import dataclass
 
 from engine.restore.plan import Action, RestorePlan, classify
 from tenants.catalog import Tx
+from tenants.catalog.bases import insert_job_bases
+from tenants.catalog.gc import gc_decided_since
 from tenants.catalog.pins import (
     has_legacy_pins,
-    pin_table_members,
+    inherited_key_sizes,
+    inherited_member_tuples,
+    pin_rewrites,
     pinned_key_sizes,
     pinned_member_tuples,
-    pinned_rewrite_ids,
-    pinned_totals,
 )
 from tenants.catalog.restore_plan import members_at_tuples
 from tenants.errors import ConcurrentModification, InvalidArgument
@@ -47,29 +51,26 @@ Members = dict[str, list[ObjectAction]]  # source table id -> reused and rewritt
 
 
 def pin_plan(tx: Tx, plan: RestorePlan) -> None:
-    """Pin every object the job reuses or rewrites, as the plan counted them.
+    """Pin what the job reuses by time and what it rewrites by object.
 
-    Pins come from live membership, which GC never collects from, so an object
-    GC is deleting cannot be pinned: the pins then fall short of the plan.
+    The tables the job will install inherit their sources as the plan read them
+    (at ``read_ts``); from this transaction's commit GC keeps all of it. Before
+    it, only a GC decision can have taken an object the plan counted.
 
     Raises:
-        PlanOutdated: the pinned objects do not add up to the plan's counts.
+        PlanOutdated: GC decided to delete objects after the plan read the catalog.
     """
-    for table in plan.tables:
-        pin_table_members(tx, plan.job_id, table.source_table_id, plan.at_ts)
-    pinned_counts = pinned_totals(tx, plan.job_id)
-    planned_counts = {
-        (table.source_table_id, action): table.totals()[action]
-        for table in plan.tables
-        for action in ("reuse", "rewrite")
-        if table.totals()[action][0]
-    }
-    rewrites = pinned_rewrite_ids(tx, plan.job_id)
-    if pinned_counts != planned_counts or rewrites != {t.task_id for t in plan.tasks}:
+    if gc_decided_since(tx, plan.read_ts):
         raise PlanOutdated(
-            f"restore job {plan.job_id}: the objects of tenant {plan.source.ref} changed since "
-            "the plan was made; plan again"
+            f"restore job {plan.job_id}: garbage collection ran after the plan of tenant "
+            f"{plan.source.ref} was made, and may have taken objects it counted on; plan again"
         )
+    for table in plan.tables:
+        insert_job_bases(
+            tx, plan.job_id, table.new_table_id, table.source_table_id, plan.read_ts, plan.at_ts
+        )
+    source_of = {t.new_table_id: t.source_table_id for t in plan.tables}
+    pin_rewrites(tx, plan.job_id, [(source_of[t.out_table_id], t.task_id) for t in plan.tasks])
 
 
 def require_current_pins(tx: Tx, job_id: str, tenant_ref: str) -> None:
@@ -81,16 +82,30 @@ def require_current_pins(tx: Tx, job_id: str, tenant_ref: str) -> None:
         )
 
 
-def pinned(tx: Tx, job_id: str, action: Action | None = None) -> Members:
-    """A job's pinned objects with their records, per source table, oldest first."""
-    return _grouped(
-        (r[0], r[1], record_from_tuple(r[2:])) for r in pinned_member_tuples(tx, job_id, action)
-    )
+def pinned(tx: Tx, plan: RestorePlan, action: Action | None = None) -> Members:
+    """A job's objects with their records, per source table, oldest first: what
+    its tables inherit (``reuse``) and its pins."""
+    rows: list[tuple[str, Action, ObjectRecord]] = [
+        (r[0], r[1], record_from_tuple(r[2:]))
+        for r in pinned_member_tuples(tx, plan.job_id, action)
+    ]
+    if action in (None, "reuse"):
+        rows.extend(
+            (table.source_table_id, "reuse", record_from_tuple(r))
+            for table in plan.tables
+            for r in inherited_member_tuples(tx, table.new_table_id)
+        )
+    return _grouped(rows)
 
 
-def pinned_sizes(tx: Tx, job_id: str, action: Action) -> list[tuple[str, int]]:
-    """(key, bytes) of a job's pins: all that listing-based verification needs."""
-    return pinned_key_sizes(tx, job_id, action)
+def pinned_sizes(tx: Tx, plan: RestorePlan, action: Action) -> list[tuple[str, int]]:
+    """(key, bytes) of a job's objects of ``action``: all that listing-based
+    verification needs."""
+    sizes = pinned_key_sizes(tx, plan.job_id, action)
+    if action == "reuse":
+        for table in plan.tables:
+            sizes.extend(inherited_key_sizes(tx, table.new_table_id))
+    return sizes
 
 
 def live_members(tx: Tx, plan: RestorePlan) -> Members:

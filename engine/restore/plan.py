@@ -15,8 +15,8 @@ derives the rewrite tasks with deterministic output keys.
 The plan is set-based: the catalog classifies and sums members in SQL, and the
 plan keeps per table the objects and bytes of each action, but full records
 only for the straddling objects it rewrites. The reused ones (10^5 in a big
-tenant) stay in the catalog; a job freezes them as pins when it starts, after
-checking they still add up to the plan (``engine.restore.members``).
+tenant) stay in the catalog: the restored table inherits them by reference,
+as its source held them at the plan's ``read_ts`` (``engine.restore.members``).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from typing import Any, Literal
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import (
     first_stranger,
-    member_action_totals,
+    members_after_tuples,
     plan_table_rows,
     schema_version_rows,
-    straddling_member_tuples,
 )
 from tenants.catalog.tenants import active_holder_id
+from tenants.catalog.totals import totals_of
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.lineage import inherited_snapshots, resolve_point
 from tenants.names import tenant_name
@@ -69,6 +69,9 @@ class TablePlan:
     schema_versions: tuple[SchemaVersionPlan, ...]
     counts: dict[Action, tuple[int, int]]  # (objects, bytes) per action
     rewrites: tuple[ObjectRecord, ...]  # the straddling objects, oldest first
+    # (kind, fingerprint, objects, bytes) of the reused objects: the new table's
+    # member totals (empty in plans journaled before member totals existed)
+    reuse_groups: tuple[tuple[str, str, int, int], ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -143,6 +146,9 @@ class RestorePlan:
     pitr_window_us: int | None
     schedule: dict[str, Any] | None
     tasks: tuple[RewriteTask, ...] = field(default=())
+    # The catalog's last commit ts in the snapshot the plan read: the job's tables
+    # inherit their sources as of it (0 in plans journaled before bases existed).
+    read_ts: int = 0
 
     def totals(self) -> dict[Action, tuple[int, int]]:
         out: dict[Action, tuple[int, int]] = {a: (0, 0) for a in ACTIONS}
@@ -168,6 +174,7 @@ class RestorePlan:
                     "schema_versions": tuple(SchemaVersionPlan(**v) for v in t["schema_versions"]),
                     "counts": {a: (c[0], c[1]) for a, c in t["counts"].items()},
                     "rewrites": tuple(ObjectRecord(**o) for o in t["rewrites"]),
+                    "reuse_groups": tuple(tuple(g) for g in t.get("reuse_groups", ())),
                 }
             )
             for t in raw["tables"]
@@ -309,6 +316,7 @@ def plan_in(
         pitr_window_us=pitr.window_us if pitr else None,
         schedule=asdict(schedule) if schedule else None,
         tasks=tasks,
+        read_ts=tx.last_ts(),
     )
 
 
@@ -326,7 +334,9 @@ def _plan_tables(
             )
             for v in schema_version_rows(tx, row["id"])
         )
-        counts, rewrites = _classify(tx, source, row, at_ts)
+        counts, rewrites, reuse_groups = _classify(
+            tx, source, row, at_ts, {v.fingerprint for v in versions}
+        )
         kept_versions = tuple(v for v in versions if v.valid_from_ts <= at_ts)
         dropped = (
             row["dropped_ts"]
@@ -345,32 +355,44 @@ def _plan_tables(
                 schema_versions=kept_versions,
                 counts=counts,
                 rewrites=rewrites,
+                reuse_groups=reuse_groups,
             )
         )
     return tuple(tables), databases
 
 
 def _classify(
-    tx: Tx, source: TenantRecord, table: Row, at_ts: int
-) -> tuple[dict[Action, tuple[int, int]], tuple[ObjectRecord, ...]]:
-    """(objects, bytes) per action, and the straddlers in full: one pass over the
-    members, and a second only when some straddle S."""
-    counts: dict[Action, tuple[int, int]] = {}
-    unknown = 0
-    for action, count, size, strangers in member_action_totals(tx, table["id"], at_ts):
-        counts[action] = (int(count), int(size))
-        unknown += int(strangers)
-    if unknown:
+    tx: Tx, source: TenantRecord, table: Row, at_ts: int, fingerprints: set[str]
+) -> tuple[
+    dict[Action, tuple[int, int]], tuple[ObjectRecord, ...], tuple[tuple[str, str, int, int], ...]
+]:
+    """(objects, bytes) per action, the straddlers in full and the reused objects'
+    totals per (kind, fingerprint): the table's member totals less its members
+    after S, which are the only members read."""
+    groups = {group: list(total) for group, total in totals_of(tx, table["id"]).items()}
+    if any(fingerprint not in fingerprints for _, fingerprint in groups):
         _reject_fingerprints(tx, source, table)
-    if "rewrite" not in counts:
-        return counts, ()
-    records = [record_from_tuple(r) for r in straddling_member_tuples(tx, table["id"], at_ts)]
-    return counts, tuple(sorted(records, key=lambda o: (o.min_ts, o.id)))
+    after = [record_from_tuple(r) for r in members_after_tuples(tx, table["id"], at_ts)]
+    counts: dict[Action, list[int]] = {}
+    for record in after:
+        action = classify(record, at_ts)
+        count = counts.setdefault(action, [0, 0])
+        count[0] += 1
+        count[1] += record.bytes
+        group = groups.setdefault((record.kind, record.fingerprint), [0, 0])
+        group[0] -= 1
+        group[1] -= record.bytes
+    reuse = tuple(sorted((kind, fp, n, b) for (kind, fp), (n, b) in groups.items() if n))
+    if reuse:
+        counts["reuse"] = [sum(g[2] for g in reuse), sum(g[3] for g in reuse)]
+    rewrites = sorted((r for r in after if classify(r, at_ts) == "rewrite"), key=lambda o: (o.min_ts, o.id))
+    return {a: (c[0], c[1]) for a, c in counts.items()}, tuple(rewrites), reuse
 
 
 def _reject_fingerprints(tx: Tx, source: TenantRecord, table: Row) -> None:
     bad = first_stranger(tx, table["id"])
-    assert bad is not None
+    if bad is None:  # the totals name a schema no member has: nothing to refuse
+        return
     raise CorruptObject(
         f"object {bad['object_key']} of table {table['database_name']}.{table['name']} "
         f"(tenant {source.ref}) has schema fingerprint {bad['fingerprint']}, which is "

@@ -41,7 +41,7 @@ def verify_objects(
 ) -> tuple[int, int]:
     """Existence and size of every installed object, by listing; returns (objects, prefixes)."""
     with catalog.snapshot() as tx:
-        sizes = pinned_sizes(tx, plan.job_id, "reuse")
+        sizes = pinned_sizes(tx, plan, "reuse")
     sizes += [(r.output.key, r.output.bytes) for r in results]
     expected: dict[str, dict[str, int]] = defaultdict(dict)
     for key, size in sizes:
@@ -80,7 +80,7 @@ def verify_full(
 ) -> int:
     """Every table read from the new objects equals a snapshot read of the source at S."""
     with catalog.snapshot() as tx:
-        reused = pinned(tx, plan.job_id, "reuse")
+        reused = pinned(tx, plan, "reuse")
     outputs = {r.task_id: r.output for r in results}
     compared = 0
     for table in plan.tables:

@@ -45,6 +45,8 @@ COPY_ORDER = (
     "schema_versions",
     "objects",
     "membership",
+    "membership_bases",
+    "member_totals",
     "snapshots",
     "snapshot_schedules",
     "pitr_windows",

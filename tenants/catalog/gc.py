@@ -16,30 +16,57 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
+from tenants.catalog.bases import OWN_MEMBERS, member_sources, release_bases_of_tables
+from tenants.catalog.totals import drop_totals
 
 # SQLite's default limit on bound parameters is 999: forget collected objects in chunks.
 _CHUNK = 500
 
 
+# A candidate's reach through a base: a row of the base's table live at the base ts,
+# rows within the cut, and no row for the object in the inheriting table or in a
+# shallower level's table (those hide it: tenants.catalog.bases).
+_REACH = (
+    "SELECT c.id, b.released_ts FROM cand c "
+    "JOIN membership a ON a.object_id = c.id "
+    "JOIN membership_bases b ON b.base_table_id = a.table_id AND a.added_ts <= b.base_ts "
+    "AND a.removed_ts > b.base_ts AND c.max_ts <= b.cut_ts "
+    "WHERE NOT EXISTS (SELECT 1 FROM membership s WHERE s.object_id = c.id "
+    "AND (s.table_id = b.table_id OR s.table_id IN (SELECT b2.base_table_id "
+    "FROM membership_bases b2 WHERE b2.table_id = b.table_id AND b2.depth < b.depth)))"
+)
+
+
 def unreferenced_objects(tx: Tx) -> list[Row]:
-    """Objects no live membership of any tenant references, not pinned by an unfinished
-    restore job and not already pending deletion, ordered by key.
+    """Objects no table holds, by its own live membership or through an unreleased
+    base, not pinned by an unfinished restore job and not already pending
+    deletion, ordered by key.
 
     Each row has ``id``, ``object_key``, ``byte_size``, ``created_ts``, ``last_ref``
-    (the newest ``removed_ts`` of its memberships, None if it never had one) and
-    ``memberships`` (how many it ever had). Run it in the transaction that records
-    the decisions (:func:`record_pending`): the keep-set must not go stale.
+    (when the last table stopped holding it: the newest ``removed_ts`` of its
+    memberships or ``released_ts`` of a base that reached it; None if it never
+    had one) and ``memberships`` (how many it ever had). Only objects without a
+    live membership are probed against bases, so the cost follows the candidates,
+    not the tenants' sizes. Run it in the transaction that records the decisions
+    (:func:`record_pending`): the keep-set must not go stale.
     """
     return tx.all(
-        "SELECT o.id, o.object_key, o.byte_size, o.created_ts, MAX(m.removed_ts) AS last_ref, "
-        "COUNT(m.object_id) AS memberships "
+        "WITH cand AS (SELECT o.id, o.object_key, o.byte_size, o.created_ts, o.max_ts, "
+        "MAX(m.removed_ts) AS last_ref, COUNT(m.object_id) AS memberships "
         "FROM objects o LEFT JOIN membership m ON m.object_id = o.id "
         "WHERE o.id NOT IN (SELECT object_id FROM gc_pending) "
         "AND o.id NOT IN (SELECT p.object_id FROM job_pins p JOIN restore_jobs j ON j.id = p.job_id "
         "  WHERE j.state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')) "
-        "GROUP BY o.id, o.object_key, o.byte_size, o.created_ts "
-        "HAVING SUM(CASE WHEN m.object_id IS NOT NULL AND m.removed_ts IS NULL THEN 1 ELSE 0 END) = 0 "
-        "ORDER BY o.object_key",
+        "GROUP BY o.id, o.object_key, o.byte_size, o.created_ts, o.max_ts "
+        "HAVING SUM(CASE WHEN m.object_id IS NOT NULL AND m.removed_ts IS NULL THEN 1 ELSE 0 END) = 0), "
+        f"reach AS ({_REACH}) "
+        "SELECT c.id, c.object_key, c.byte_size, c.created_ts, c.memberships, "
+        "CASE WHEN c.last_ref IS NULL OR MAX(r.released_ts) > c.last_ref THEN MAX(r.released_ts) "
+        "ELSE c.last_ref END AS last_ref "
+        "FROM cand c LEFT JOIN reach r ON r.id = c.id "
+        "GROUP BY c.id, c.object_key, c.byte_size, c.created_ts, c.memberships, c.last_ref "
+        "HAVING SUM(CASE WHEN r.id IS NOT NULL AND r.released_ts IS NULL THEN 1 ELSE 0 END) = 0 "
+        "ORDER BY c.object_key",
     )
 
 
@@ -47,12 +74,20 @@ def record_pending(tx: Tx, decisions: Sequence[tuple[str, str, int, int]]) -> No
     """Record GC's decisions, ``(object_id, object_key, byte_size, decided_ts)`` each.
 
     Committed before any key is deleted: a crash after the commit leaves the
-    decisions for the next run to finish (:func:`pending_deletions`).
+    decisions for the next run to finish (:func:`pending_deletions`). The
+    commit's ts is kept as GC's last decision (:func:`gc_decided_since`).
     """
     tx.executemany(
         "INSERT INTO gc_pending (object_id, object_key, byte_size, decided_ts) VALUES (?, ?, ?, ?)",
         decisions,
     )
+    if decisions:
+        tx.execute("UPDATE clock SET gc_decided_ts = ? WHERE id = 1", (tx.commit_ts(),))
+
+
+def gc_decided_since(tx: Tx, ts: int) -> bool:
+    """Whether GC decided to delete objects in a transaction committed after ``ts``."""
+    return int(tx.scalar("SELECT gc_decided_ts FROM clock WHERE id = 1")) > ts
 
 
 def pending_deletions(tx: Tx) -> list[Row]:
@@ -137,6 +172,8 @@ def purge_tenant_rows(tx: Tx, tenant_id: str, ts: int) -> tuple[int, int]:
         "AND table_id IN (SELECT id FROM tables WHERE tenant_id = ?)",
         (ts, tenant_id),
     )
+    release_bases_of_tables(tx, "SELECT id FROM tables WHERE tenant_id = ?", (tenant_id,), ts)
+    drop_totals(tx, "SELECT id FROM tables WHERE tenant_id = ?", (tenant_id,))
     tx.execute("UPDATE tenants SET purged_ts = ? WHERE id = ?", (ts, tenant_id))
     return ended, snapshots
 
@@ -149,23 +186,38 @@ def active_tenant_rows(tx: Tx) -> list[Row]:
 def release_tables_dropped_by(tx: Tx, tenant_id: str, oldest: int, ts: int) -> int:
     """End at ``ts`` the live memberships of tenant ``tenant_id``'s tables dropped at or
     before ``oldest`` (its oldest protected time); return how many ended."""
+    dropped = "SELECT id FROM tables WHERE tenant_id = ? AND dropped_ts IS NOT NULL AND dropped_ts <= ?"
+    release_bases_of_tables(tx, dropped, (tenant_id, oldest), ts)
+    drop_totals(tx, dropped, (tenant_id, oldest))
     return tx.execute(
-        "UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL AND table_id IN "
-        "(SELECT id FROM tables WHERE tenant_id = ? AND dropped_ts IS NOT NULL AND dropped_ts <= ?)",
+        f"UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL AND table_id IN ({dropped})",
         (ts, tenant_id, oldest),
     )
 
 
 def objects_shared_with_other_tenants(tx: Tx, table_id: str, tenant_id: str) -> set[str]:
-    """Ids of table ``table_id``'s live objects that a table of another tenant than
-    ``tenant_id`` also holds live (a restore's clone shares its source's objects)."""
-    return {
-        r["object_id"]
-        for r in tx.all(
-            "SELECT DISTINCT m.object_id FROM membership m JOIN tables t ON t.id = m.table_id "
-            "JOIN membership mine ON mine.object_id = m.object_id AND mine.table_id = ? "
-            "AND mine.removed_ts IS NULL "
-            "WHERE m.removed_ts IS NULL AND t.tenant_id <> ?",
+    """Ids of the objects table ``table_id`` holds that a table of another tenant than
+    ``tenant_id`` also holds: inherits from it, lends it (a restore's clone and its
+    source share their objects), or holds live by its own row."""
+    shared = {r[0] for source, params in member_sources(tx, table_id, own=False)
+              for r in tx.tuples(f"SELECT m.object_id {source}", params)}
+    shared |= {
+        r[0]
+        for r in tx.tuples(
+            f"SELECT m.object_id {OWN_MEMBERS} AND EXISTS (SELECT 1 FROM membership x "
+            "JOIN tables t ON t.id = x.table_id WHERE x.object_id = m.object_id "
+            "AND x.removed_ts IS NULL AND t.tenant_id <> ?)",
             (table_id, tenant_id),
         )
     }
+    shared |= {
+        r[0]
+        for r in tx.tuples(
+            f"SELECT m.object_id {OWN_MEMBERS} AND EXISTS (SELECT 1 FROM membership_bases b "
+            "LEFT JOIN tables t ON t.id = b.table_id WHERE b.base_table_id = m.table_id "
+            "AND b.released_ts IS NULL AND m.added_ts <= b.base_ts AND o.max_ts <= b.cut_ts "
+            "AND (t.tenant_id IS NULL OR t.tenant_id <> ?))",
+            (table_id, tenant_id),
+        )
+    }
+    return shared

@@ -3,8 +3,9 @@
 All of them run in one write transaction (``engine.restore.install``), which
 also retires the replaced tenant, moves the job to ``done`` and releases its
 pins: before its commit no reader sees any of the new rows, after it all.
-Reused objects join the new tables straight from the job's pins with one
-``INSERT ... SELECT`` per table (10^5-10^6 rows, none through Python).
+Reused objects are not written: the new tables inherit them through the bases
+the job wrote when it started (``tenants.catalog.bases``), and their member
+totals come from the plan.
 
 Also here: the tenant rows a restore reads back to tell whether a job
 installed its tenant, and the tenants that held a name (a restore in place
@@ -78,13 +79,15 @@ def insert_schema_versions(tx: Tx, rows: Sequence[tuple[str, int, str, str, str]
 
 def install_reused_members(
     tx: Tx, job_id: str, source_table_id: str, table_id: str, ts: int
-) -> None:
-    """Make every object the job pinned to reuse from ``source_table_id`` a member
-    of ``table_id`` from ``ts``: one ``INSERT ... SELECT`` from the pins, so the
-    pins must still be there (release them after this, in the same transaction)."""
-    tx.execute(
-        "INSERT INTO membership (table_id, object_id, added_ts) SELECT ?, object_id, ? "
-        "FROM job_pins WHERE job_id = ? AND table_id = ? AND action = 'reuse'",
+) -> int:
+    """For a job started before tables inherited by reference (its pins list the
+    objects it reuses): make each a member of ``table_id`` from ``ts``, with one
+    ``INSERT ... SELECT`` from the pins, so the pins must still be there (release
+    them after this, in the same transaction). Returns how many joined."""
+    return tx.execute(
+        "INSERT INTO membership (table_id, object_id, added_ts, max_ts) "
+        "SELECT ?, p.object_id, ?, o.max_ts FROM job_pins p JOIN objects o ON o.id = p.object_id "
+        "WHERE p.job_id = ? AND p.table_id = ? AND p.action = 'reuse'",
         (table_id, ts, job_id, source_table_id),
     )
 

@@ -210,6 +210,54 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 WHERE dropped_ts IS NULL""",
         ],
     ),
+    (
+        "membership by reference: a table inherits its source's membership as of a time",
+        [
+            # A restored table's reused objects are not copied into membership:
+            # the table inherits its source table's members live at base_ts whose
+            # rows are all at or before cut_ts (docs/membership.md). A chain is
+            # flat: depth k names the k-th source, with its own base and cut.
+            # Written when the job starts (the job's pin by time, table_id the
+            # table the install will create); released_ts ends a base when its
+            # table is purged or released, and GC ages what it held from then.
+            """CREATE TABLE membership_bases (
+                table_id VARCHAR(32) NOT NULL,
+                depth INTEGER NOT NULL CHECK (depth >= 1),
+                base_table_id VARCHAR(32) NOT NULL REFERENCES tables (id),
+                base_ts BIGINT NOT NULL,
+                cut_ts BIGINT NOT NULL,
+                job_id VARCHAR(32),
+                released_ts BIGINT,
+                PRIMARY KEY (table_id, depth))""",
+            "CREATE INDEX membership_bases_base ON membership_bases (base_table_id, base_ts)",
+            "CREATE INDEX membership_bases_job ON membership_bases (job_id)",
+            # The commit ts of GC's last decision to delete: a restore job whose
+            # plan read the catalog before it may count an object GC is taking.
+            "ALTER TABLE clock ADD COLUMN gc_decided_ts BIGINT NOT NULL DEFAULT 0",
+            # Each membership row carries its object's max_ts, so the members
+            # after a point S are one index range (a plan reads only those).
+            "ALTER TABLE membership ADD COLUMN max_ts BIGINT NOT NULL DEFAULT 0",
+            """UPDATE membership SET max_ts =
+                (SELECT o.max_ts FROM objects o WHERE o.id = membership.object_id)""",
+            "DROP INDEX membership_live",
+            """CREATE INDEX membership_view ON membership
+                (table_id, removed_ts, max_ts, added_ts, object_id)""",
+            # What each table holds, its own and inherited members, counted per
+            # kind and schema: a plan's reuse is these totals less the members
+            # after S, so planning never reads every member.
+            """CREATE TABLE member_totals (
+                table_id VARCHAR(32) NOT NULL,
+                kind VARCHAR(8) NOT NULL,
+                fingerprint VARCHAR(64) NOT NULL,
+                objects BIGINT NOT NULL,
+                bytes BIGINT NOT NULL,
+                PRIMARY KEY (table_id, kind, fingerprint))""",
+            """INSERT INTO member_totals (table_id, kind, fingerprint, objects, bytes)
+                SELECT m.table_id, o.kind, o.fingerprint, COUNT(*), SUM(o.byte_size)
+                FROM membership m JOIN objects o ON o.id = m.object_id
+                WHERE m.removed_ts IS NULL GROUP BY m.table_id, o.kind, o.fingerprint""",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

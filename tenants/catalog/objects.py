@@ -3,7 +3,9 @@
 An ``objects`` row describes one object (``tenants.objects.ObjectRecord``); a
 ``membership`` row says a table held it from ``added_ts`` until ``removed_ts``
 (``NULL`` while live). Rows are never updated except to end a membership, so
-a reader at any ts sees the members of that ts.
+a reader at any ts sees the members of that ts. A restored table also holds
+what it inherits (``tenants.catalog.bases``): every read of "a table's
+members" here goes through its levels.
 
 Reads return positional tuples in ``RECORD_COLUMNS`` order, not dicts: the
 restore planner reads 10^5 of them, and ``tenants.objects.record_from_tuple``
@@ -17,6 +19,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenants.catalog.base import Row, Tx
+from tenants.catalog.bases import member_sources, shadow_members
+from tenants.catalog.totals import add_totals, subtract_objects
+from tenants.errors import NotFound
 
 if TYPE_CHECKING:
     from tenants.objects import ObjectKind, ObjectRecord
@@ -26,15 +31,6 @@ if TYPE_CHECKING:
 RECORD_COLUMNS = (
     "o.id, o.object_key, o.kind, o.fingerprint, o.row_count, o.byte_size, o.min_ts, o.max_ts, "
     "o.min_pk, o.max_pk, o.sorted, o.checksum, o.created_ts"
-)
-
-
-# A table's live members (bind the table id). Without the hint SQLite's planner prefers
-# the unique index on objects.id (one row, it assumes) to the covering objects_plan,
-# and then reads every object's row: 3-10x slower for a restore plan's aggregates.
-LIVE_MEMBERS = (
-    "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id "
-    "WHERE m.table_id = ? AND m.removed_ts IS NULL"
 )
 
 
@@ -59,9 +55,10 @@ def insert_members(tx: Tx, members: Sequence[tuple[str, ObjectRecord]], ts: int)
     tx.insert_many("objects", OBJECT_COLUMNS, (_object_values(r) for _, r in members))
     tx.insert_many(
         "membership",
-        ("table_id", "object_id", "added_ts"),
-        ((table_id, record.id, ts) for table_id, record in members),
+        ("table_id", "object_id", "added_ts", "max_ts"),
+        ((table_id, record.id, ts, record.max_ts) for table_id, record in members),
     )
+    add_totals(tx, ((t, r.kind, r.fingerprint, 1, r.bytes) for t, r in members))
 
 
 def _object_values(record: ObjectRecord) -> tuple[object, ...]:
@@ -83,50 +80,75 @@ def _object_values(record: ObjectRecord) -> tuple[object, ...]:
 
 
 def add_member(tx: Tx, table_id: str, object_id: str, ts: int) -> None:
-    """Make an object a live member of a table from ``ts`` on."""
+    """Make a registered object a live member of a table from ``ts`` on."""
+    added = tx.execute(
+        "INSERT INTO membership (table_id, object_id, added_ts, max_ts) "
+        "SELECT ?, id, ?, max_ts FROM objects WHERE id = ?",
+        (table_id, ts, object_id),
+    )
+    if added != 1:
+        raise NotFound(f"object {object_id} is not registered; it cannot join table {table_id}")
     tx.execute(
-        "INSERT INTO membership (table_id, object_id, added_ts) VALUES (?, ?, ?)",
-        (table_id, object_id, ts),
+        "INSERT INTO member_totals (table_id, kind, fingerprint, objects, bytes) "
+        "SELECT ?, kind, fingerprint, 1, byte_size FROM objects WHERE id = ? "
+        "ON CONFLICT (table_id, kind, fingerprint) DO UPDATE SET "
+        "objects = member_totals.objects + 1, bytes = member_totals.bytes + excluded.bytes",
+        (table_id, object_id),
     )
 
 
 def remove_members(tx: Tx, table_id: str, object_ids: Sequence[str], ts: int) -> int:
-    """Mark members removed at ``ts``; only those still live count.
+    """Mark members removed at ``ts``; only those still live count. An inherited
+    member is ended by a shadow row (``tenants.catalog.bases.shadow_members``).
 
     The caller compares the count with ``len(object_ids)``: fewer means another
     writer removed some first (compare-and-set on membership).
     """
-    changed = 0
+    ended: list[str] = []
+    inherited: list[str] = []
     for object_id in object_ids:
-        changed += tx.execute(
+        if tx.execute(
             "UPDATE membership SET removed_ts = ? "
             "WHERE table_id = ? AND object_id = ? AND removed_ts IS NULL",
             (ts, table_id, object_id),
-        )
-    return changed
+        ):
+            ended.append(object_id)
+        else:
+            inherited.append(object_id)
+    ended += shadow_members(tx, table_id, inherited, ts)
+    subtract_objects(tx, table_id, ended)
+    return len(ended)
 
 
 def live_member_tuples(
     tx: Tx, table_id: str, kind: ObjectKind | None = None
 ) -> list[tuple[Any, ...]]:
-    """The table's live members (of ``kind``, if given) as ``RECORD_COLUMNS`` tuples,
-    in no particular order (the caller sorts the records it builds)."""
-    sql = f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS}"
-    params: list[Any] = [table_id]
-    if kind:
-        sql += " AND o.kind = ?"
-        params.append(kind)
-    return tx.tuples(sql, params)
+    """The table's live members, its own and inherited (of ``kind``, if given), as
+    ``RECORD_COLUMNS`` tuples in no particular order (the caller sorts the
+    records it builds)."""
+    out: list[tuple[Any, ...]] = []
+    for source, params in member_sources(tx, table_id):
+        sql = f"SELECT {RECORD_COLUMNS} {source}"
+        if kind:
+            sql += " AND o.kind = ?"
+            params.append(kind)
+        out.extend(tx.tuples(sql, params))
+    return out
 
 
 def tenant_member_rows(tx: Tx, tenant_id: str) -> list[Row]:
     """Every live member of every table of a tenant: the ``objects`` row plus
     ``qualified`` (``db.table``), ordered by table, kind, min_ts and id."""
-    return tx.all(
-        "SELECT d.name || '.' || t.name AS qualified, o.* FROM tables t "
-        "JOIN databases d ON d.id = t.database_id "
-        "JOIN membership m ON m.table_id = t.id AND m.removed_ts IS NULL "
-        "JOIN objects o ON o.id = m.object_id "
-        "WHERE t.tenant_id = ? ORDER BY qualified, o.kind, o.min_ts, o.id",
+    out: list[Row] = []
+    for table in tx.all(
+        "SELECT t.id, d.name || '.' || t.name AS qualified FROM tables t "
+        "JOIN databases d ON d.id = t.database_id WHERE t.tenant_id = ?",
         (tenant_id,),
-    )
+    ):
+        for source, params in member_sources(tx, table["id"]):
+            out.extend(
+                {"qualified": table["qualified"], **row}
+                for row in tx.all(f"SELECT o.* {source}", params)
+            )
+    out.sort(key=lambda r: (r["qualified"], r["kind"], r["min_ts"], r["id"]))
+    return out

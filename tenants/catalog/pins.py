@@ -1,58 +1,33 @@
-"""Job pins: the objects a restore job reads or installs, held against GC.
+"""Job pins: what a restore job reads or installs, held against GC.
 
-A ``job_pins`` row names a job, a source table, an object and the object's
-action at the job's point (``reuse`` or ``rewrite``; ``legacy`` for a pin
-written before pins named their action). Pins are written once, in the
-transaction that starts the job, straight from live membership; they go in
-the transaction that installs or cancels the job. GC keeps every pinned
-object, so while a job runs nothing it needs can be collected.
+A job pins the source by time: when it starts it writes, per source table, the
+bases the table it installs will inherit (``tenants.catalog.bases``): a
+constant number of rows, however many objects they reach. Only the objects it
+rewrites (which straddle S, so no base reaches them) get a ``job_pins`` row,
+naming job, source table, object and action ``rewrite``. Jobs started before
+bases existed also have ``reuse`` pins (or ``legacy``, before pins named their
+action). GC keeps every pinned object and everything an unreleased base
+reaches; pins and uninstalled bases go in the transaction that installs or
+cancels the job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tenants.catalog.base import Tx
-from tenants.catalog.objects import LIVE_MEMBERS, RECORD_COLUMNS
-from tenants.catalog.restore_plan import ACTION_AT
+from tenants.catalog.bases import delete_uninstalled_bases, member_sources
+from tenants.catalog.objects import RECORD_COLUMNS
 
 
-def pin_table_members(tx: Tx, job_id: str, table_id: str, at_ts: int) -> None:
-    """Pin the table's live members with rows at or before ``at_ts``, each with its
-    action at ``at_ts``: one ``INSERT ... SELECT``, never a row through Python.
-
-    Call it in the job's starting transaction; it reads live membership, which GC
-    never collects from, so an object GC is deleting cannot be pinned.
-    """
-    tx.execute(
-        "INSERT INTO job_pins (job_id, table_id, object_id, action) "
-        f"SELECT ?, m.table_id, m.object_id, {ACTION_AT} {LIVE_MEMBERS} AND o.min_ts <= ?",
-        (job_id, at_ts, at_ts, table_id, at_ts),
+def pin_rewrites(tx: Tx, job_id: str, inputs: Sequence[tuple[str, str]]) -> None:
+    """Pin each ``(source table id, object id)`` the job rewrites."""
+    tx.insert_many(
+        "job_pins",
+        ("job_id", "table_id", "object_id", "action"),
+        ((job_id, table_id, object_id, "rewrite") for table_id, object_id in inputs),
     )
-
-
-def pinned_totals(tx: Tx, job_id: str) -> dict[tuple[str, str], tuple[int, int]]:
-    """(objects, bytes) of a job's pins per (source table id, action)."""
-    return {
-        (table_id, action): (int(count), int(size))
-        for table_id, action, count, size in tx.tuples(
-            "SELECT p.table_id, p.action, COUNT(*), SUM(o.byte_size) FROM job_pins p "
-            "JOIN objects o INDEXED BY objects_plan ON o.id = p.object_id "
-            "WHERE p.job_id = ? GROUP BY p.table_id, p.action",
-            (job_id,),
-        )
-    }
-
-
-def pinned_rewrite_ids(tx: Tx, job_id: str) -> set[str]:
-    """The ids of the objects a job pinned to rewrite."""
-    return {
-        r[0]
-        for r in tx.tuples(
-            "SELECT object_id FROM job_pins WHERE job_id = ? AND action = 'rewrite'",
-            (job_id,),
-        )
-    }
 
 
 def has_legacy_pins(tx: Tx, job_id: str) -> bool:
@@ -77,6 +52,26 @@ def pinned_member_tuples(tx: Tx, job_id: str, action: str | None = None) -> list
     return tx.tuples(sql, params)
 
 
+def inherited_member_tuples(tx: Tx, table_id: str) -> list[tuple[Any, ...]]:
+    """What ``table_id`` inherits through its bases (written when its job started,
+    so this answers before the install too), as ``RECORD_COLUMNS`` tuples."""
+    out: list[tuple[Any, ...]] = []
+    for source, params in member_sources(tx, table_id, own=False):
+        out.extend(tx.tuples(f"SELECT {RECORD_COLUMNS} {source}", params))
+    return out
+
+
+def inherited_key_sizes(tx: Tx, table_id: str) -> list[tuple[str, int]]:
+    """(key, bytes) of what ``table_id`` inherits through its bases."""
+    out: list[tuple[str, int]] = []
+    for source, params in member_sources(tx, table_id, own=False):
+        out.extend(
+            (key, int(size))
+            for key, size in tx.tuples(f"SELECT o.object_key, o.byte_size {source}", params)
+        )
+    return out
+
+
 def pinned_key_sizes(tx: Tx, job_id: str, action: str) -> list[tuple[str, int]]:
     """(key, bytes) of a job's pins of ``action``."""
     return [
@@ -90,6 +85,8 @@ def pinned_key_sizes(tx: Tx, job_id: str, action: str) -> list[tuple[str, int]]:
 
 
 def release_pins(tx: Tx, job_id: str) -> None:
-    """Drop a job's pins. Only in the transaction that makes the job done or
-    cancelled: until then GC must keep what the job reads or installs."""
+    """Drop a job's pins, and its bases that no install made a table's. Only in the
+    transaction that makes the job done or cancelled: until then GC must keep
+    what the job reads or installs."""
     tx.execute("DELETE FROM job_pins WHERE job_id = ?", (job_id,))
+    delete_uninstalled_bases(tx, job_id)

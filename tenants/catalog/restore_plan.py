@@ -2,9 +2,10 @@
 
 Planning is read-only: every function here runs in the planner's snapshot (or
 the write transaction that starts a job), so all of them see one state of the
-catalog. The member queries are the hot path of a restore of 10^5-10^6
-objects: they aggregate in SQL through ``LIVE_MEMBERS``, whose ``INDEXED BY``
-hint keeps SQLite on the covering ``objects_plan`` index.
+catalog. A table of 10^6 members is planned without reading them: its
+``member_totals`` give what it holds, and only the members after S (one
+``membership_view`` range per part of its view, ``tenants.catalog.bases``)
+are read, to be rewritten or skipped.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.objects import LIVE_MEMBERS, RECORD_COLUMNS
-
-# Each member's action at S, as ``engine.restore.plan.classify`` decides it (bind S twice).
-ACTION_AT = "CASE WHEN o.max_ts <= ? THEN 'reuse' WHEN o.min_ts > ? THEN 'skip' ELSE 'rewrite' END"
+from tenants.catalog.bases import member_sources
+from tenants.catalog.objects import RECORD_COLUMNS
 
 
 def plan_table_rows(tx: Tx, tenant_id: str, at_ts: int, oldest_needed: int) -> list[Row]:
@@ -39,41 +38,37 @@ def schema_version_rows(tx: Tx, table_id: str) -> list[Row]:
     )
 
 
-def member_action_totals(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
-    """(action, objects, bytes, strangers) per action of the table's live members at
-    ``at_ts``, one pass over them; ``strangers`` counts members whose fingerprint is
-    none of the table's schema versions."""
-    return tx.tuples(
-        f"SELECT {ACTION_AT} AS action, COUNT(*), SUM(o.byte_size), "
-        "SUM(CASE WHEN o.fingerprint IN (SELECT fingerprint FROM schema_versions "
-        f"WHERE table_id = ?) THEN 0 ELSE 1 END) {LIVE_MEMBERS} GROUP BY action",
-        (at_ts, at_ts, table_id, table_id),
-    )
+def members_after_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
+    """The table's live members with a row after ``at_ts`` (a restore to ``at_ts``
+    rewrites or skips them, and reuses the rest), as ``RECORD_COLUMNS`` tuples
+    in no particular order."""
+    return _member_tuples(tx, table_id, "AND m.max_ts > ?", (at_ts,))
 
 
-def straddling_member_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
-    """The live members with rows on both sides of ``at_ts`` (the ones a restore
-    rewrites), as ``RECORD_COLUMNS`` tuples in no particular order."""
-    return tx.tuples(
-        f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS} AND o.max_ts > ? AND o.min_ts <= ?",
-        (table_id, at_ts, at_ts),
-    )
+def _member_tuples(
+    tx: Tx, table_id: str, where: str, params: tuple[Any, ...]
+) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for source, source_params in member_sources(tx, table_id):
+        out.extend(tx.tuples(f"SELECT {RECORD_COLUMNS} {source} {where}", (*source_params, *params)))
+    return out
 
 
 def members_at_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
     """The live members with rows at or before ``at_ts`` (reused or rewritten), as
     ``RECORD_COLUMNS`` tuples in no particular order."""
-    return tx.tuples(
-        f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS} AND o.min_ts <= ?",
-        (table_id, at_ts),
-    )
+    return _member_tuples(tx, table_id, "AND o.min_ts <= ?", (at_ts,))
 
 
 def first_stranger(tx: Tx, table_id: str) -> Row | None:
     """One live member (``object_key``, ``fingerprint``) whose fingerprint is none of
     the table's schema versions, for the error that names it."""
-    return tx.one(
-        f"SELECT o.object_key, o.fingerprint {LIVE_MEMBERS} AND o.fingerprint NOT IN "
-        "(SELECT fingerprint FROM schema_versions WHERE table_id = ?) LIMIT 1",
-        (table_id, table_id),
-    )
+    for source, params in member_sources(tx, table_id):
+        row = tx.one(
+            f"SELECT o.object_key, o.fingerprint {source} AND o.fingerprint NOT IN "
+            "(SELECT fingerprint FROM schema_versions WHERE table_id = ?) LIMIT 1",
+            (*params, table_id),
+        )
+        if row is not None:
+            return row
+    return None

@@ -66,6 +66,7 @@ def delete_staging_rows(tx: Tx, staging_id: str) -> None:
                 (object_id,),
             )
         tx.execute("DELETE FROM schema_versions WHERE table_id = ?", (table_id,))
+        tx.execute("DELETE FROM member_totals WHERE table_id = ?", (table_id,))
     tx.execute("DELETE FROM tables WHERE tenant_id = ?", (staging_id,))
     tx.execute("DELETE FROM databases WHERE tenant_id = ?", (staging_id,))
     tx.execute("DELETE FROM tenants WHERE id = ?", (staging_id,))

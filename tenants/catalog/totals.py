@@ -1,0 +1,95 @@
+"""Member totals: how many objects and bytes each table holds, per kind and schema.
+
+``member_totals`` counts a table's view (its own live members and what it
+inherits, ``tenants.catalog.bases``) per (kind, schema fingerprint). Every
+statement that changes a view keeps it: a member added or ended, a shadow, a
+restored table's inherited share (from its plan), a purge or release. A
+restore plan then reads the totals and only the members after S, never every
+member (``engine.restore.plan``). ``recount`` rebuilds a table's totals from
+its view: the tests' invariant, and the install of a job an earlier Rewind
+started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tenants.catalog.base import Tx
+from tenants.catalog.bases import levels
+
+Group = tuple[str, str]  # (kind, fingerprint)
+
+_UPSERT = (
+    "INSERT INTO member_totals (table_id, kind, fingerprint, objects, bytes) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (table_id, kind, fingerprint) DO UPDATE SET "
+    "objects = member_totals.objects + excluded.objects, "
+    "bytes = member_totals.bytes + excluded.bytes"
+)
+# SQLite's default limit on bound parameters is 999.
+_CHUNK = 500
+
+
+def add_totals(tx: Tx, rows: Iterable[tuple[str, str, str, int, int]]) -> None:
+    """Add ``(table_id, kind, fingerprint, objects, bytes)`` to the totals (negative
+    counts subtract), summed per key first: one upsert per key."""
+    summed: dict[tuple[str, str, str], list[int]] = {}
+    for table_id, kind, fingerprint, objects, size in rows:
+        total = summed.setdefault((table_id, kind, fingerprint), [0, 0])
+        total[0] += objects
+        total[1] += size
+    tx.executemany(_UPSERT, [(*key, n, b) for key, (n, b) in summed.items() if n or b])
+
+
+def subtract_objects(tx: Tx, table_id: str, object_ids: Sequence[str]) -> None:
+    """Take the objects ``object_ids`` (which the table no longer holds) off its totals."""
+    rows: list[tuple[str, str, str, int, int]] = []
+    for start in range(0, len(object_ids), _CHUNK):
+        chunk = list(object_ids[start : start + _CHUNK])
+        marks = ", ".join("?" for _ in chunk)
+        rows.extend(
+            (table_id, kind, fingerprint, -1, -int(size))
+            for kind, fingerprint, size in tx.tuples(
+                f"SELECT kind, fingerprint, byte_size FROM objects WHERE id IN ({marks})", chunk
+            )
+        )
+    add_totals(tx, rows)
+
+
+def totals_of(tx: Tx, table_id: str) -> dict[Group, tuple[int, int]]:
+    """(objects, bytes) the table holds per (kind, fingerprint), groups of none left out."""
+    return {
+        (kind, fingerprint): (int(objects), int(size))
+        for kind, fingerprint, objects, size in tx.tuples(
+            "SELECT kind, fingerprint, objects, bytes FROM member_totals "
+            "WHERE table_id = ? AND objects <> 0",
+            (table_id,),
+        )
+    }
+
+
+def drop_totals(tx: Tx, table_ids_sql: str, params: Sequence[Any]) -> None:
+    """Forget the totals of the tables the subquery selects (they hold nothing now)."""
+    tx.execute(f"DELETE FROM member_totals WHERE table_id IN ({table_ids_sql})", params)
+
+
+def counted(tx: Tx, table_id: str) -> dict[Group, tuple[int, int]]:
+    """(objects, bytes) per group counted from the table's view, member by member."""
+    out: dict[Group, list[int]] = {}
+    for level in levels(tx, table_id):
+        for source, params in level.sources():
+            for kind, fingerprint, objects, size in tx.tuples(
+                f"SELECT o.kind, o.fingerprint, COUNT(*), SUM(o.byte_size) {source} "
+                "GROUP BY o.kind, o.fingerprint",
+                params,
+            ):
+                total = out.setdefault((kind, fingerprint), [0, 0])
+                total[0] += int(objects)
+                total[1] += int(size)
+    return {group: (n, b) for group, (n, b) in out.items() if n}
+
+
+def recount(tx: Tx, table_id: str) -> None:
+    """Rebuild the table's totals from its view."""
+    tx.execute("DELETE FROM member_totals WHERE table_id = ?", (table_id,))
+    add_totals(tx, ((table_id, *group, n, b) for group, (n, b) in counted(tx, table_id).items()))
