@@ -15,10 +15,11 @@ import pytest
 from item_rows import SCHEMA, rows
 from restore_helpers import catalog_rows
 
+from engine.gc.flatten import MAX_DEPTH
 from engine.gc.retention import purge_tenant
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
-from tenants.catalog.bases import levels, member_sources
+from tenants.catalog.bases import flatten_deepest, levels, member_sources
 from tenants.catalog.totals import counted, totals_of
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.store import TableStore
@@ -167,3 +168,54 @@ def test_a_cancelled_job_leaves_no_base_behind(store: TableStore) -> None:
     assert len(catalog_rows(store, "SELECT * FROM membership_bases WHERE job_id = ?", (job.id,))) == 2
     cancel_restore(store, job.id)
     assert catalog_rows(store, "SELECT * FROM membership_bases") == []
+
+
+def chain_of(store: TableStore, tenant: str) -> int:
+    [table] = store.tables(tenant)
+    with store.catalog.snapshot() as tx:
+        return len(levels(tx, table.id, own=False))
+
+
+def everything_read(store: TableStore, tenant: str, snapshots: list[str]) -> dict[str, Any]:
+    return {
+        name: store.read(tenant, "db", "items", as_of=name).to_pylist()
+        for name in [*snapshots, None]  # type: ignore[list-item]
+    }
+
+
+def test_gc_flattens_a_deep_chain_and_drops_the_levels_a_full_compaction_emptied(
+    store: TableStore,
+) -> None:
+    store.create_tenant("a")
+    store.create_table("a", "db", "items", SCHEMA)
+    snapshots = []
+    for i in range(6):  # each in-place restore from a table with rows of its own adds a level
+        store.write("a", "db", "items", upserts=rows((i, f"v{i}"), (100 + i, "x")))
+        store.create_snapshot("a", f"s{i}")
+        snapshots.append(f"s{i}")
+        if i:
+            restore_tenant(store, "a", f"s{i}", executor="local")
+    assert chain_of(store, "a") == 5
+    expected = everything_read(store, "a", snapshots)
+
+    # a crash between two chunks of a flatten: the view is the same mid-way
+    [table] = store.tables("a")
+    with store.catalog.transaction() as tx:
+        copied, after = flatten_deepest(tx, table.id, "", 1)
+    assert copied == 1 and after is not None
+    assert everything_read(store, "a", snapshots) == expected
+
+    report = run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
+    assert chain_of(store, "a") == MAX_DEPTH
+    # two levels of this table went (and one of the retired tenant before it, 4 deep)
+    mine = [f for f in report.flattened if f.table_id == table.id]
+    assert len(mine) == 2 and sum(f.rows for f in mine) > 0
+    assert everything_read(store, "a", snapshots) == expected
+    with store.catalog.snapshot() as tx:
+        assert totals_of(tx, table.id) == counted(tx, table.id)
+
+    # a full compaction shadows everything inherited; GC then drops every level
+    store.compact("a", full=True, target_bytes=DEFAULT_TARGET_BYTES)
+    run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
+    assert chain_of(store, "a") == 0
+    assert everything_read(store, "a", snapshots) == expected

@@ -108,6 +108,10 @@ def gc_json(report: GcReport) -> dict[str, Any]:
             }
             for r, res in report.compacted
         ],
+        "flattened": [
+            {"table_id": f.table_id, "depth": f.depth, "rows_copied": f.rows}
+            for f in report.flattened
+        ],
         "reclaimable": [
             {
                 "tenant": r.tenant,
@@ -178,6 +182,12 @@ def _print_gc(report: GcReport) -> None:
     for r, res in report.compacted:
         render.say(
             f"full-compacted {r.tenant}/{r.table.qualified}: {res.inputs} → {res.outputs} object(s)"
+        )
+    for f in report.flattened:
+        verb = "would read" if report.dry_run else "reads"
+        render.say(
+            f"table {f.table_id} {verb} inherited level {f.depth} from its own rows "
+            f"({f.rows:,} membership row(s) copied)"
         )
     c = report.collected
     n = len(c.candidates) + len(report.orphans.orphans)

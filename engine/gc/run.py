@@ -1,8 +1,9 @@
 """``rewind gc``: end expired protections, compact what history freed, collect, sweep.
 
 Order matters: full compaction first (its replaced objects then age through
-the grace period like any other), object collection next, the orphan sweep
-last. Destructive by request only: ``dry_run`` defaults to True, and a grace
+the grace period like any other), then flattening chains of inherited
+membership that grew too deep or that compaction emptied
+(engine/gc/flatten.py), object collection next, the orphan sweep last. Destructive by request only: ``dry_run`` defaults to True, and a grace
 shorter than an hour needs ``allow_short_grace``, as delta-rs's vacuum does.
 Unknown keys (orphans), temp files and incomplete uploads wait 24 h by
 default, as DESIGN.md says, measured by their real age.
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.gc.collect import DEFAULT_GRACE_US, CollectReport, collect
+from engine.gc.flatten import Flattened, flatten_chains
 from engine.gc.orphans import OrphanReport, sweep_orphans
 from engine.gc.ownership import ownership
 from engine.gc.partial import PartialReport, sweep_partial_writes
@@ -48,6 +50,7 @@ class GcReport:
     catalog_id: str
     damaged: tuple[DamagedObject, ...] = ()  # reported, kept, and their tables not compacted
     seconds: dict[str, float] = field(default_factory=dict)
+    flattened: tuple[Flattened, ...] = ()  # inherited levels now read from own rows
 
 
 def run_gc(
@@ -89,6 +92,9 @@ def run_gc(
         damaged += failed
     seconds["compact"] = time.perf_counter() - clock
     clock = time.perf_counter()
+    flattened = flatten_chains(store.catalog, dry_run=dry_run)
+    seconds["flatten"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     collected = collect(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
     seconds["collect"] = time.perf_counter() - clock
     clock = time.perf_counter()
@@ -117,4 +123,5 @@ def run_gc(
         owner.catalog_id,
         tuple(damaged),
         seconds,
+        tuple(flattened),
     )

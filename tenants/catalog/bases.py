@@ -191,3 +191,63 @@ def shadow_members(tx: Tx, table_id: str, object_ids: Sequence[str], ts: int) ->
             )
             ended.append(object_id)
     return ended
+
+
+def inheriting_tables(tx: Tx) -> list[str]:
+    """Installed tables with an unreleased base: those GC flattens when their chain
+    is too deep, or whose deepest level holds nothing any more."""
+    return [
+        str(r[0])
+        for r in tx.tuples(
+            "SELECT b.table_id FROM membership_bases b JOIN tables t ON t.id = b.table_id "
+            "WHERE b.released_ts IS NULL GROUP BY b.table_id ORDER BY b.table_id"
+        )
+    ]
+
+
+def flatten_deepest(tx: Tx, table_id: str, after: str, limit: int) -> tuple[int, str | None]:
+    """Copy up to ``limit`` members of the table's deepest level, in object id order
+    after ``after``, into its own rows; when none is left, drop that base.
+
+    Returns (rows copied, the id to continue after, or None once the level is
+    gone). The view does not change: a copied object is an own live row and no
+    longer inherited (the copy hides it at every level), and a table restored
+    from this one sees it at this table's level instead of the deeper one (the
+    copy is added at the first base's ts, before any such restore). A rerun
+    after a crash skips what an earlier chunk copied, for the same reason.
+    """
+    chain = levels(tx, table_id, own=False)
+    if not chain:  # released meanwhile (a purge): nothing to flatten
+        return 0, None
+    deepest = chain[-1]
+    first = chain[0].base
+    assert deepest.base is not None and first is not None
+    b = deepest.base
+    masks = ", ".join("?" for _ in deepest.masks)
+    ids = [
+        str(r[0])
+        for r in tx.tuples(
+            "SELECT m.object_id FROM membership m JOIN objects o ON o.id = m.object_id "
+            "WHERE m.table_id = ? AND m.object_id > ? AND m.added_ts <= ? "
+            "AND (m.removed_ts IS NULL OR m.removed_ts > ?) AND o.max_ts <= ? "
+            f"AND NOT EXISTS (SELECT 1 FROM membership s WHERE s.table_id IN ({masks}) "
+            "AND s.object_id = m.object_id) ORDER BY m.object_id LIMIT ?",
+            (b.table_id, after, b.base_ts, b.base_ts, b.cut_ts, *deepest.masks, limit),
+        )
+    ]
+    tx.executemany(
+        "INSERT INTO membership (table_id, object_id, added_ts, max_ts) "
+        "SELECT ?, id, ?, max_ts FROM objects WHERE id = ?",
+        [(table_id, first.base_ts, object_id) for object_id in ids],
+    )
+    if len(ids) == limit:
+        return len(ids), ids[-1]
+    tx.execute(
+        "DELETE FROM membership_bases WHERE table_id = ? AND depth = ?", (table_id, b.depth)
+    )
+    return len(ids), None
+
+
+def level_is_empty(tx: Tx, level: Level) -> bool:
+    """Whether nothing is left for the table to inherit through ``level``."""
+    return not any(tx.one(f"SELECT 1 {source} LIMIT 1", params) for source, params in level.sources())
