@@ -341,16 +341,24 @@ def _mbps(seconds_per_byte: float) -> float:
 METADATA_TABLES = 10
 
 
-def register_objects(store: TableStore, tenant: str, count: int) -> None:
-    """``count`` data objects spread over tables, registered directly in the catalog.
+def register_objects(
+    store: TableStore,
+    tenant: str,
+    count: int,
+    *,
+    tables: int = METADATA_TABLES,
+    object_bytes: int = 20_000 * BYTES_PER_ROW,
+) -> None:
+    """``count`` data objects spread over ``tables`` tables (``t000``...),
+    registered directly in the catalog, each recorded as ``object_bytes`` bytes.
 
-    Keys are fake (nothing reads them with ``verify="none"``); each record's
-    ts range lies before the snapshot taken afterwards, so every one is reused.
+    Keys are fake (nothing reads them with ``verify="none"``; a caller that
+    verifies creates files of ``object_bytes`` at the keys); each record's ts
+    range lies before the snapshot taken afterwards, so every one is reused.
     """
     store.create_tenant(tenant)
-    tables = [
-        store.create_table(tenant, DATABASE, f"t{i:03d}", EVENTS_SCHEMA)
-        for i in range(METADATA_TABLES)
+    created = [
+        store.create_table(tenant, DATABASE, f"t{i:03d}", EVENTS_SCHEMA) for i in range(tables)
     ]
     tenant_id = store.tenant(tenant).id
     with store.catalog.transaction() as tx:
@@ -358,7 +366,7 @@ def register_objects(store: TableStore, tenant: str, count: int) -> None:
         for first in range(0, count, 50_000):  # batched statements, bounded memory
             members = []
             for i in range(first, min(count, first + 50_000)):
-                table = tables[i % len(tables)]
+                table = created[i % len(created)]
                 object_id = uuid.uuid4().hex
                 record = ObjectRecord(
                     id=object_id,
@@ -366,7 +374,7 @@ def register_objects(store: TableStore, tenant: str, count: int) -> None:
                     kind="data",
                     fingerprint=table.schema.fingerprint,
                     rows=20_000,
-                    bytes=20_000 * BYTES_PER_ROW,
+                    bytes=object_bytes,
                     min_ts=ts - 1_000 - i,
                     max_ts=ts - 1,
                     min_pk=f"[{i * 20_000}]",

@@ -144,25 +144,30 @@ class LocalObjectStore:
             raise ObjectMissing(f"object {self.warehouse.uri}/{key} is missing") from e
         return ObjectInfo(key, stat.st_size, stat.st_mtime_ns // 1000)
 
-    def _walk(self, prefix: str) -> Iterator[tuple[Path, list[str]]]:
+    def _walk(self, prefix: str) -> Iterator[tuple[str, str, list[str]]]:
+        """(directory, its key prefix, sorted file names) under ``prefix``'s directory."""
         # S3 semantics: "a" matches "a/1" and "ab/4"; walk from the prefix's directory.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self._path(directory) if directory else self.root
         if not start.is_dir():
             return
+        root = str(self.root)
         for dirpath, _, files in os.walk(start):
-            yield Path(dirpath), sorted(files)
+            relative = os.path.relpath(dirpath, root)
+            key_dir = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+            yield dirpath, key_dir, sorted(files)
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        for directory, files in self._walk(prefix):
+        # Plain strings and os.stat, not pathlib: a listing of 10^6 keys (a restore's
+        # --verify objects) spends its time here, about 3x less this way.
+        for dirpath, key_dir, files in self._walk(prefix):
             for name in files:
                 if name.startswith("."):
                     continue  # temp files of writes in flight (see partial_writes)
-                full = directory / name
-                key = full.relative_to(self.root).as_posix()
+                key = key_dir + name
                 if key.startswith(prefix):
                     try:
-                        stat = full.stat()
+                        stat = os.stat(os.path.join(dirpath, name))
                     except FileNotFoundError:
                         continue  # deleted while we walked
                     yield ObjectInfo(key, stat.st_size, stat.st_mtime_ns // 1000)
@@ -190,21 +195,19 @@ class LocalObjectStore:
 
     def partial_writes(self, prefix: str) -> Iterator[PartialWrite]:
         """Temp files of writers that never renamed them into place (killed mid-put)."""
-        for directory, files in self._walk(prefix):
+        for dirpath, key_dir, files in self._walk(prefix):
             for name in files:
                 match = TEMP_FILE.fullmatch(name)
                 if match is None:
                     continue
-                full = directory / name
-                key = (directory / match["name"]).relative_to(self.root).as_posix()
+                key = key_dir + match["name"]
                 if not key.startswith(prefix):
                     continue
                 try:
-                    stat = full.stat()
+                    stat = os.stat(os.path.join(dirpath, name))
                 except FileNotFoundError:
                     continue  # its writer renamed it into place while we walked
-                handle = full.relative_to(self.root).as_posix()
-                yield PartialWrite(key, stat.st_mtime_ns // 1000, handle, "temp")
+                yield PartialWrite(key, stat.st_mtime_ns // 1000, key_dir + name, "temp")
 
     def discard_partial(self, writes: Iterable[PartialWrite]) -> int:
         removed = 0
