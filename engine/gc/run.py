@@ -1,9 +1,11 @@
 """``rewind gc``: end expired protections, compact what history freed, collect, sweep.
 
 Order matters: full compaction first (its replaced objects then age through
-the grace period like any other), then flattening chains of inherited
-membership that grew too deep or that compaction emptied
-(engine/gc/flatten.py), object collection next, the orphan sweep last. Destructive by request only: ``dry_run`` defaults to True, and a grace
+the grace period like any other), object collection next, then flattening
+chains of inherited membership that grew too deep or that compaction emptied
+(engine/gc/flatten.py; it changes no table's members, so it frees nothing for
+this run to collect, and a failed collection leaves the catalog as it was),
+the orphan sweep last. Destructive by request only: ``dry_run`` defaults to True, and a grace
 shorter than an hour needs ``allow_short_grace``, as delta-rs's vacuum does.
 Unknown keys (orphans), temp files and incomplete uploads wait 24 h by
 default, as DESIGN.md says, measured by their real age.
@@ -92,11 +94,11 @@ def run_gc(
         damaged += failed
     seconds["compact"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    flattened = flatten_chains(store.catalog, dry_run=dry_run)
-    seconds["flatten"] = time.perf_counter() - clock
-    clock = time.perf_counter()
     collected = collect(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
     seconds["collect"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    flattened = flatten_chains(store.catalog, dry_run=dry_run)
+    seconds["flatten"] = time.perf_counter() - clock
     clock = time.perf_counter()
     orphans = sweep_orphans(
         store.catalog,
