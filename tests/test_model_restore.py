@@ -298,6 +298,15 @@ class Model:
                 key=lambda r: r["id"],
             )
             assert reads(store, TENANT) == source_before
+            # A clone of the clone inherits through two levels (docs/membership.md):
+            # full compactions on either side change what neither reads.
+            clone_reads = reads(store, clone)
+            grand = f"{clone}-again"
+            restore_tenant(store, clone, store.now(), to=grand, executor="local")
+            assert reads(store, grand) == clone_reads
+            store.compact(clone, full=True)
+            store.compact(grand, full=True)
+            assert reads(store, grand) == clone_reads == reads(store, clone)
 
         if spark:
             best = max(range(len(points)), key=lambda i: rewrites[i])
