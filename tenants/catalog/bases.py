@@ -113,6 +113,27 @@ def member_sources(tx: Tx, table_id: str, *, own: bool = True) -> list[tuple[str
     return [part for level in levels(tx, table_id, own=own) for part in level.sources()]
 
 
+def view_select(
+    tx: Tx,
+    table_id: str,
+    columns: str,
+    where: str = "",
+    params: Sequence[Any] = (),
+    *,
+    own: bool = True,
+) -> tuple[str, list[Any]]:
+    """One statement selecting ``columns`` over every part of ``table_id``'s view
+    (``UNION ALL``), each part narrowed by ``where`` (``AND ...``) and its
+    ``params``: a read is one round trip however many levels the table has."""
+    parts, bound = [], []
+    for source, source_params in member_sources(tx, table_id, own=own):
+        parts.append(f"SELECT {columns} {source} {where}")
+        bound += [*source_params, *params]
+    if not parts:  # no level at all (own=False and no base): an empty result
+        return f"SELECT {columns} {OWN_MEMBERS} AND 1 = 0", [table_id]
+    return " UNION ALL ".join(parts), bound
+
+
 def insert_job_bases(
     tx: Tx, job_id: str, table_id: str, source_table_id: str, read_ts: int, cut_ts: int
 ) -> int:

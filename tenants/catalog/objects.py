@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import member_sources, shadow_members
+from tenants.catalog.bases import member_sources, shadow_members, view_select
 from tenants.catalog.totals import add_totals, subtract_objects
 from tenants.errors import NotFound
 
@@ -126,14 +126,9 @@ def live_member_tuples(
     """The table's live members, its own and inherited (of ``kind``, if given), as
     ``RECORD_COLUMNS`` tuples in no particular order (the caller sorts the
     records it builds)."""
-    out: list[tuple[Any, ...]] = []
-    for source, params in member_sources(tx, table_id):
-        sql = f"SELECT {RECORD_COLUMNS} {source}"
-        if kind:
-            sql += " AND o.kind = ?"
-            params.append(kind)
-        out.extend(tx.tuples(sql, params))
-    return out
+    if kind:
+        return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS, "AND o.kind = ?", (kind,)))
+    return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS))
 
 
 def tenant_member_rows(tx: Tx, tenant_id: str) -> list[Row]:

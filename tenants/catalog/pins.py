@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenants.catalog.base import Tx
-from tenants.catalog.bases import delete_uninstalled_bases, member_sources
+from tenants.catalog.bases import delete_uninstalled_bases, view_select
 from tenants.catalog.objects import RECORD_COLUMNS
 
 
@@ -55,21 +55,13 @@ def pinned_member_tuples(tx: Tx, job_id: str, action: str | None = None) -> list
 def inherited_member_tuples(tx: Tx, table_id: str) -> list[tuple[Any, ...]]:
     """What ``table_id`` inherits through its bases (written when its job started,
     so this answers before the install too), as ``RECORD_COLUMNS`` tuples."""
-    out: list[tuple[Any, ...]] = []
-    for source, params in member_sources(tx, table_id, own=False):
-        out.extend(tx.tuples(f"SELECT {RECORD_COLUMNS} {source}", params))
-    return out
+    return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS, own=False))
 
 
 def inherited_key_sizes(tx: Tx, table_id: str) -> list[tuple[str, int]]:
     """(key, bytes) of what ``table_id`` inherits through its bases."""
-    out: list[tuple[str, int]] = []
-    for source, params in member_sources(tx, table_id, own=False):
-        out.extend(
-            (key, int(size))
-            for key, size in tx.tuples(f"SELECT o.object_key, o.byte_size {source}", params)
-        )
-    return out
+    sql, params = view_select(tx, table_id, "o.object_key, o.byte_size", own=False)
+    return [(key, int(size)) for key, size in tx.tuples(sql, params)]
 
 
 def pinned_key_sizes(tx: Tx, job_id: str, action: str) -> list[tuple[str, int]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import member_sources
+from tenants.catalog.bases import member_sources, view_select
 from tenants.catalog.objects import RECORD_COLUMNS
 
 
@@ -48,10 +48,7 @@ def members_after_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, .
 def _member_tuples(
     tx: Tx, table_id: str, where: str, params: tuple[Any, ...]
 ) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    for source, source_params in member_sources(tx, table_id):
-        out.extend(tx.tuples(f"SELECT {RECORD_COLUMNS} {source} {where}", (*source_params, *params)))
-    return out
+    return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS, where, params))
 
 
 def members_at_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
