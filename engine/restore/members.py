@@ -6,9 +6,9 @@ The objects it reuses are named here:
 - ``pin_plan`` pins them by time in the transaction that starts the job: each
   table the install will create inherits its source table as read at the
   plan's snapshot (``tenants.catalog.bases``), a few rows however many objects
-  the table has, and the straddlers get one pin each. If the source lost a
-  member since the plan read it (a compaction, a purge), GC may already have
-  taken it: the job is not started and the caller plans again.
+  the table has, and the straddlers get one pin each. If GC decided to delete
+  objects after the plan read the catalog, it may have taken one the plan
+  counted: the job is not started and the caller plans again.
 - ``pinned`` lists a job's objects with their records, for verify and the dump.
 - ``live_members`` lists a plan's objects in the transaction that planned it,
   for a backup, which runs no job and so pins nothing.

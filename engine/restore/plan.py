@@ -372,10 +372,12 @@ def _classify(
     groups = {group: list(total) for group, total in totals_of(tx, table["id"]).items()}
     if any(fingerprint not in fingerprints for _, fingerprint in groups):
         _reject_fingerprints(tx, source, table)
-    after = [record_from_tuple(r) for r in members_after_tuples(tx, table["id"], at_ts)]
     counts: dict[Action, list[int]] = {}
-    for record in after:
+    rewrites: list[ObjectRecord] = []
+    for record in (record_from_tuple(r) for r in members_after_tuples(tx, table["id"], at_ts)):
         action = classify(record, at_ts)
+        if action == "rewrite":
+            rewrites.append(record)
         count = counts.setdefault(action, [0, 0])
         count[0] += 1
         count[1] += record.bytes
@@ -385,7 +387,7 @@ def _classify(
     reuse = tuple(sorted((kind, fp, n, b) for (kind, fp), (n, b) in groups.items() if n))
     if reuse:
         counts["reuse"] = [sum(g[2] for g in reuse), sum(g[3] for g in reuse)]
-    rewrites = sorted((r for r in after if classify(r, at_ts) == "rewrite"), key=lambda o: (o.min_ts, o.id))
+    rewrites.sort(key=lambda o: (o.min_ts, o.id))
     return {a: (c[0], c[1]) for a, c in counts.items()}, tuple(rewrites), reuse
 
 

@@ -35,11 +35,11 @@ from typing import Any
 
 from tenants.catalog.base import Tx
 
-# A table's own live members (bind the table id). Without the hint SQLite's planner
-# prefers the unique index on objects.id (one row, it assumes) to the covering
-# objects_plan, and then reads every object's row: 3-10x slower for a restore
-# plan's aggregates.
+# Members with their objects. Without the hint SQLite's planner prefers the unique
+# index on objects.id (one row, it assumes) to the covering objects_plan, and then
+# reads every object's row: 3-10x slower for a restore plan's aggregates.
 _FROM = "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id"
+# A table's own live members (bind the table id).
 OWN_MEMBERS = f"{_FROM} WHERE m.table_id = ? AND m.removed_ts IS NULL"
 
 
@@ -63,6 +63,16 @@ class Level:
     base: Base | None
     masks: tuple[str, ...]
 
+    def hidden(self) -> tuple[str, list[Any]]:
+        """``NOT EXISTS`` clause (and its parameters) keeping the members ``m`` of
+        this level that no table of ``masks`` has a row for."""
+        marks = ", ".join("?" for _ in self.masks)
+        return (
+            "NOT EXISTS (SELECT 1 FROM membership s "
+            f"WHERE s.table_id IN ({marks}) AND s.object_id = m.object_id)",
+            list(self.masks),
+        )
+
     def sources(self) -> list[tuple[str, list[Any]]]:
         """``FROM ... WHERE ...`` over this level's members (``membership m`` joined
         to ``objects o``) with their parameters, as disjoint parts that each read
@@ -71,12 +81,9 @@ class Level:
         if self.base is None:
             return [(OWN_MEMBERS, [self.table_id])]
         b = self.base
-        masks = ", ".join("?" for _ in self.masks)
-        rest = (
-            "AND m.added_ts <= ? AND o.max_ts <= ? AND NOT EXISTS (SELECT 1 FROM membership s "
-            f"WHERE s.table_id IN ({masks}) AND s.object_id = m.object_id)"
-        )
-        params = [b.base_ts, b.cut_ts, *self.masks]
+        unmasked, masks = self.hidden()
+        rest = f"AND m.added_ts <= ? AND o.max_ts <= ? AND {unmasked}"
+        params = [b.base_ts, b.cut_ts, *masks]
         return [
             (f"{_FROM} WHERE m.table_id = ? AND m.removed_ts IS NULL {rest}", [b.table_id, *params]),
             (f"{_FROM} WHERE m.table_id = ? AND m.removed_ts > ? {rest}", [b.table_id, b.base_ts, *params]),
@@ -244,16 +251,17 @@ def flatten_deepest(tx: Tx, table_id: str, after: str, limit: int) -> tuple[int,
     first = chain[0].base
     assert deepest.base is not None and first is not None
     b = deepest.base
-    masks = ", ".join("?" for _ in deepest.masks)
+    unmasked, masks = deepest.hidden()
+    # One pass in object id order (the primary key), not the level's two
+    # membership_view ranges: each chunk continues where the last stopped.
     ids = [
         str(r[0])
         for r in tx.tuples(
             "SELECT m.object_id FROM membership m JOIN objects o ON o.id = m.object_id "
             "WHERE m.table_id = ? AND m.object_id > ? AND m.added_ts <= ? "
-            "AND (m.removed_ts IS NULL OR m.removed_ts > ?) AND o.max_ts <= ? "
-            f"AND NOT EXISTS (SELECT 1 FROM membership s WHERE s.table_id IN ({masks}) "
-            "AND s.object_id = m.object_id) ORDER BY m.object_id LIMIT ?",
-            (b.table_id, after, b.base_ts, b.base_ts, b.cut_ts, *deepest.masks, limit),
+            f"AND (m.removed_ts IS NULL OR m.removed_ts > ?) AND o.max_ts <= ? AND {unmasked} "
+            "ORDER BY m.object_id LIMIT ?",
+            (b.table_id, after, b.base_ts, b.base_ts, b.cut_ts, *masks, limit),
         )
     ]
     tx.executemany(

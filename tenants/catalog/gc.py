@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import OWN_MEMBERS, member_sources, release_bases_of_tables
+from tenants.catalog.bases import OWN_MEMBERS, release_bases_of_tables, view_select
 from tenants.catalog.totals import drop_totals
 
 # SQLite's default limit on bound parameters is 999: forget collected objects in chunks.
@@ -199,8 +199,7 @@ def objects_shared_with_other_tenants(tx: Tx, table_id: str, tenant_id: str) -> 
     """Ids of the objects table ``table_id`` holds that a table of another tenant than
     ``tenant_id`` also holds: inherits from it, lends it (a restore's clone and its
     source share their objects), or holds live by its own row."""
-    shared = {r[0] for source, params in member_sources(tx, table_id, own=False)
-              for r in tx.tuples(f"SELECT m.object_id {source}", params)}
+    shared = {r[0] for r in tx.tuples(*view_select(tx, table_id, "m.object_id", own=False))}
     shared |= {
         r[0]
         for r in tx.tuples(

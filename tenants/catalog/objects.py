@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import member_sources, shadow_members, view_select
+from tenants.catalog.bases import shadow_members, view_select
 from tenants.catalog.totals import add_totals, subtract_objects
 from tenants.errors import NotFound
 
@@ -140,10 +140,9 @@ def tenant_member_rows(tx: Tx, tenant_id: str) -> list[Row]:
         "JOIN databases d ON d.id = t.database_id WHERE t.tenant_id = ?",
         (tenant_id,),
     ):
-        for source, params in member_sources(tx, table["id"]):
-            out.extend(
-                {"qualified": table["qualified"], **row}
-                for row in tx.all(f"SELECT o.* {source}", params)
-            )
+        out.extend(
+            {"qualified": table["qualified"], **row}
+            for row in tx.all(*view_select(tx, table["id"], "o.*"))
+        )
     out.sort(key=lambda r: (r["qualified"], r["kind"], r["min_ts"], r["id"]))
     return out

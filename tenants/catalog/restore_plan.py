@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import member_sources, view_select
+from tenants.catalog.bases import view_select
 from tenants.catalog.objects import RECORD_COLUMNS
 
 
@@ -60,12 +60,11 @@ def members_at_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]
 def first_stranger(tx: Tx, table_id: str) -> Row | None:
     """One live member (``object_key``, ``fingerprint``) whose fingerprint is none of
     the table's schema versions, for the error that names it."""
-    for source, params in member_sources(tx, table_id):
-        row = tx.one(
-            f"SELECT o.object_key, o.fingerprint {source} AND o.fingerprint NOT IN "
-            "(SELECT fingerprint FROM schema_versions WHERE table_id = ?) LIMIT 1",
-            (*params, table_id),
-        )
-        if row is not None:
-            return row
-    return None
+    view, params = view_select(
+        tx,
+        table_id,
+        "o.object_key, o.fingerprint",
+        "AND o.fingerprint NOT IN (SELECT fingerprint FROM schema_versions WHERE table_id = ?)",
+        (table_id,),
+    )
+    return tx.one(f"{view} LIMIT 1", params)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tenants.catalog.base import Tx
-from tenants.catalog.bases import levels
+from tenants.catalog.bases import view_select
 
 Group = tuple[str, str]  # (kind, fingerprint)
 
@@ -75,18 +75,15 @@ def drop_totals(tx: Tx, table_ids_sql: str, params: Sequence[Any]) -> None:
 
 def counted(tx: Tx, table_id: str) -> dict[Group, tuple[int, int]]:
     """(objects, bytes) per group counted from the table's view, member by member."""
-    out: dict[Group, list[int]] = {}
-    for level in levels(tx, table_id):
-        for source, params in level.sources():
-            for kind, fingerprint, objects, size in tx.tuples(
-                f"SELECT o.kind, o.fingerprint, COUNT(*), SUM(o.byte_size) {source} "
-                "GROUP BY o.kind, o.fingerprint",
-                params,
-            ):
-                total = out.setdefault((kind, fingerprint), [0, 0])
-                total[0] += int(objects)
-                total[1] += int(size)
-    return {group: (n, b) for group, (n, b) in out.items() if n}
+    view, params = view_select(tx, table_id, "o.kind, o.fingerprint, o.byte_size")
+    return {
+        (kind, fingerprint): (int(objects), int(size))
+        for kind, fingerprint, objects, size in tx.tuples(
+            f"SELECT kind, fingerprint, COUNT(*), SUM(byte_size) FROM ({view}) v "
+            "GROUP BY kind, fingerprint",
+            params,
+        )
+    }
 
 
 def recount(tx: Tx, table_id: str) -> None:
