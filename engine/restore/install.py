@@ -20,10 +20,11 @@ from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.install import (
+    has_reuse_pins,
     insert_database,
     insert_restored_tenant,
     insert_schema_versions,
-    insert_table,
+    insert_tables,
     install_reused_members,
 )
 from tenants.catalog.jobs import mark_installed
@@ -104,41 +105,43 @@ def create_tables(
     (which mints fresh database ids, the plan's being the source deployment's)."""
     for name, (_, created_ts) in plan.databases.items():
         insert_database(tx, database_ids[name], tenant_id, name, created_ts)
-    for table in plan.tables:
-        insert_table(
-            tx,
-            table_id=table.new_table_id,
-            tenant_id=tenant_id,
-            database_id=database_ids[table.database],
-            name=table.name,
-            created_ts=table.created_ts,
-            dropped_ts=table.dropped_ts,
-        )
-        insert_schema_versions(
-            tx,
-            [
-                (
-                    table.new_table_id,
-                    v.valid_from_ts,
-                    v.columns_json,
-                    v.primary_key_json,
-                    v.fingerprint,
-                )
-                for v in table.schema_versions
-            ],
-        )
+    insert_tables(
+        tx,
+        [
+            (
+                table.new_table_id,
+                tenant_id,
+                database_ids[table.database],
+                table.name,
+                table.created_ts,
+                table.dropped_ts,
+            )
+            for table in plan.tables
+        ],
+    )
+    insert_schema_versions(
+        tx,
+        [
+            (table.new_table_id, v.valid_from_ts, v.columns_json, v.primary_key_json, v.fingerprint)
+            for table in plan.tables
+            for v in table.schema_versions
+        ],
+    )
 
 
 def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:
     """Reused objects are inherited (the job's bases, written when it started), and
     counted in the new tables' totals from the plan; rewritten ones are new objects.
     A job an earlier Rewind started has its reused objects in its pins instead."""
-    for table in plan.tables:
-        add_totals(tx, ((table.new_table_id, *group) for group in table.reuse_groups))
-        if install_reused_members(
-            tx, plan.job_id, table.source_table_id, table.new_table_id, ts
-        ):
-            recount(tx, table.new_table_id)
+    add_totals(
+        tx, ((table.new_table_id, *group) for table in plan.tables for group in table.reuse_groups)
+    )
+    if has_reuse_pins(tx, plan.job_id):
+        for table in plan.tables:
+            if install_reused_members(
+                tx, plan.job_id, table.source_table_id, table.new_table_id, ts
+            ):
+                recount(tx, table.new_table_id)
     out_table = {task.task_id: task.out_table_id for task in plan.tasks}
     missing = set(out_table) - {r.task_id for r in results}
     if missing:

@@ -65,10 +65,13 @@ def pin_plan(tx: Tx, plan: RestorePlan) -> None:
             f"restore job {plan.job_id}: garbage collection ran after the plan of tenant "
             f"{plan.source.ref} was made, and may have taken objects it counted on; plan again"
         )
-    for table in plan.tables:
-        insert_job_bases(
-            tx, plan.job_id, table.new_table_id, table.source_table_id, plan.read_ts, plan.at_ts
-        )
+    insert_job_bases(
+        tx,
+        plan.job_id,
+        [(t.new_table_id, t.source_table_id) for t in plan.tables],
+        plan.read_ts,
+        plan.at_ts,
+    )
     source_of = {t.new_table_id: t.source_table_id for t in plan.tables}
     pin_rewrites(tx, plan.job_id, [(source_of[t.out_table_id], t.task_id) for t in plan.tasks])
 

@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import (
     first_stranger,
-    members_after_tuples,
+    members_after_by_table,
     plan_table_rows,
     schema_version_rows,
 )
 from tenants.catalog.tenants import active_holder_id
-from tenants.catalog.totals import totals_of
+from tenants.catalog.totals import totals_of_tables
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.lineage import inherited_snapshots, resolve_point
 from tenants.names import tenant_name
@@ -324,6 +325,12 @@ def _plan_tables(
     tx: Tx, source: TenantRecord, at_ts: int, oldest_needed: int
 ) -> tuple[tuple[TablePlan, ...], dict[str, tuple[str, int]]]:
     rows = plan_table_rows(tx, source.id, at_ts, oldest_needed)
+    # Each read covers every table at once: a tenant of many tables is planned
+    # in a few round trips, not a few per table (docs/membership.md).
+    table_ids = [row["id"] for row in rows]
+    schema_rows = schema_version_rows(tx, table_ids)
+    totals = totals_of_tables(tx, table_ids)
+    after = members_after_by_table(tx, table_ids, at_ts)
     databases: dict[str, tuple[str, int]] = {}
     tables = []
     for row in rows:
@@ -332,10 +339,16 @@ def _plan_tables(
             SchemaVersionPlan(
                 v["valid_from_ts"], v["columns_json"], v["primary_key_json"], v["fingerprint"]
             )
-            for v in schema_version_rows(tx, row["id"])
+            for v in schema_rows.get(row["id"], [])
         )
         counts, rewrites, reuse_groups = _classify(
-            tx, source, row, at_ts, {v.fingerprint for v in versions}
+            tx,
+            source,
+            row,
+            at_ts,
+            {v.fingerprint for v in versions},
+            totals.get(row["id"], {}),
+            after[row["id"]],
         )
         kept_versions = tuple(v for v in versions if v.valid_from_ts <= at_ts)
         dropped = (
@@ -362,19 +375,25 @@ def _plan_tables(
 
 
 def _classify(
-    tx: Tx, source: TenantRecord, table: Row, at_ts: int, fingerprints: set[str]
+    tx: Tx,
+    source: TenantRecord,
+    table: Row,
+    at_ts: int,
+    fingerprints: set[str],
+    totals: Mapping[tuple[str, str], tuple[int, int]],
+    after: Sequence[tuple[Any, ...]],
 ) -> tuple[
     dict[Action, tuple[int, int]], tuple[ObjectRecord, ...], tuple[tuple[str, str, int, int], ...]
 ]:
     """(objects, bytes) per action, the straddlers in full and the reused objects'
-    totals per (kind, fingerprint): the table's member totals less its members
-    after S, which are the only members read."""
-    groups = {group: list(total) for group, total in totals_of(tx, table["id"]).items()}
+    totals per (kind, fingerprint): the table's member ``totals`` less its
+    members ``after`` S, which are the only members read."""
+    groups = {group: list(total) for group, total in totals.items()}
     if any(fingerprint not in fingerprints for _, fingerprint in groups):
         _reject_fingerprints(tx, source, table)
     counts: dict[Action, list[int]] = {}
     rewrites: list[ObjectRecord] = []
-    for record in (record_from_tuple(r) for r in members_after_tuples(tx, table["id"], at_ts)):
+    for record in (record_from_tuple(r) for r in after):
         action = classify(record, at_ts)
         if action == "rewrite":
             rewrites.append(record)

@@ -41,6 +41,12 @@ from tenants.catalog.base import Tx
 _FROM = "FROM membership m JOIN objects o INDEXED BY objects_plan ON o.id = m.object_id"
 # A table's own live members (bind the table id).
 OWN_MEMBERS = f"{_FROM} WHERE m.table_id = ? AND m.removed_ts IS NULL"
+# The own live members of a list of tables (format ``marks``, bind the ids).
+OWN_MEMBERS_IN = _FROM + " WHERE m.table_id IN ({marks}) AND m.removed_ts IS NULL"
+# Table ids per ``IN (...)`` list: far under SQLite's bound-parameter limit.
+CHUNK = 500
+# Parts per UNION ALL statement: SQLite refuses a compound SELECT of over 500.
+MAX_PARTS = 200
 
 
 @dataclass(frozen=True)
@@ -85,28 +91,54 @@ class Level:
         rest = f"AND m.added_ts <= ? AND o.max_ts <= ? AND {unmasked}"
         params = [b.base_ts, b.cut_ts, *masks]
         return [
-            (f"{_FROM} WHERE m.table_id = ? AND m.removed_ts IS NULL {rest}", [b.table_id, *params]),
-            (f"{_FROM} WHERE m.table_id = ? AND m.removed_ts > ? {rest}", [b.table_id, b.base_ts, *params]),
+            (
+                f"{_FROM} WHERE m.table_id = ? AND m.removed_ts IS NULL {rest}",
+                [b.table_id, *params],
+            ),
+            (
+                f"{_FROM} WHERE m.table_id = ? AND m.removed_ts > ? {rest}",
+                [b.table_id, b.base_ts, *params],
+            ),
         ]
 
 
 def bases_of(tx: Tx, table_id: str) -> tuple[Base, ...]:
     """The table's unreleased bases, shallowest first (empty for a table that
     holds only its own rows)."""
-    return tuple(
-        Base(int(depth), str(base_table), int(base_ts), int(cut_ts))
-        for depth, base_table, base_ts, cut_ts in tx.tuples(
-            "SELECT depth, base_table_id, base_ts, cut_ts FROM membership_bases "
-            "WHERE table_id = ? AND released_ts IS NULL ORDER BY depth",
-            (table_id,),
-        )
-    )
+    return bases_of_tables(tx, [table_id]).get(table_id, ())
 
 
-def levels(tx: Tx, table_id: str, *, own: bool = True) -> list[Level]:
+def bases_of_tables(tx: Tx, table_ids: Sequence[str]) -> dict[str, tuple[Base, ...]]:
+    """``bases_of`` for many tables in one statement per ``CHUNK`` of them (a
+    restore of a tenant of 100 tables reads its chains in one round trip);
+    tables with no base are left out."""
+    out: dict[str, list[Base]] = {}
+    for chunk in chunked(table_ids):
+        marks = ", ".join("?" for _ in chunk)
+        for table_id, depth, base_table, base_ts, cut_ts in tx.tuples(
+            "SELECT table_id, depth, base_table_id, base_ts, cut_ts FROM membership_bases "
+            f"WHERE table_id IN ({marks}) AND released_ts IS NULL ORDER BY table_id, depth",
+            chunk,
+        ):
+            out.setdefault(str(table_id), []).append(
+                Base(int(depth), str(base_table), int(base_ts), int(cut_ts))
+            )
+    return {table_id: tuple(chain) for table_id, chain in out.items()}
+
+
+def chunked(items: Sequence[str], size: int = CHUNK) -> list[list[str]]:
+    """``items`` in lists of at most ``size``, for ``IN (...)`` lists."""
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def levels(
+    tx: Tx, table_id: str, *, own: bool = True, chain: tuple[Base, ...] | None = None
+) -> list[Level]:
     """The sources of ``table_id``'s members, its own rows first (unless
-    ``own=False``: only what it inherits)."""
-    chain = bases_of(tx, table_id)
+    ``own=False``: only what it inherits). ``chain`` is its bases when the caller
+    has read them already (``bases_of_tables``)."""
+    if chain is None:
+        chain = bases_of(tx, table_id)
     out = [Level(table_id, None, ())] if own else []
     for i, base in enumerate(chain):
         masks = (table_id, *(b.table_id for b in chain[:i]))
@@ -141,28 +173,79 @@ def view_select(
     return " UNION ALL ".join(parts), bound
 
 
+def views_select(
+    tx: Tx, table_ids: Sequence[str], columns: str, where: str = "", params: Sequence[Any] = ()
+) -> list[tuple[str, list[Any]]]:
+    """Statements selecting ``view_table_id, columns`` over the views of all of
+    ``table_ids`` (``view_select`` for many tables), each part narrowed by
+    ``where`` and its ``params``: the tables' own rows in one part per
+    ``CHUNK`` of tables, and each inherited level's parts tagged with the table
+    that inherits them. A restore plans a tenant of 100 tables in one or two
+    round trips instead of 100 (a part costs a round trip on PostgreSQL).
+    """
+    statements: list[tuple[str, list[Any]]] = []
+    chains = bases_of_tables(tx, table_ids)
+    for chunk in chunked(table_ids):
+        marks = ", ".join("?" for _ in chunk)
+        parts = [
+            f"SELECT m.table_id AS view_table_id, {columns} {OWN_MEMBERS_IN.format(marks=marks)} "
+            f"{where}"
+        ]
+        bound: list[Any] = [*chunk, *params]
+        for table_id in chunk:
+            for level in levels(tx, table_id, own=False, chain=chains.get(table_id, ())):
+                for source, source_params in level.sources():
+                    if len(parts) >= MAX_PARTS:
+                        statements.append((" UNION ALL ".join(parts), bound))
+                        parts, bound = [], []
+                    parts.append(
+                        f"SELECT CAST(? AS TEXT) AS view_table_id, {columns} {source} {where}"
+                    )
+                    bound += [table_id, *source_params, *params]
+        statements.append((" UNION ALL ".join(parts), bound))
+    return statements
+
+
 def insert_job_bases(
-    tx: Tx, job_id: str, table_id: str, source_table_id: str, read_ts: int, cut_ts: int
+    tx: Tx, job_id: str, tables: Sequence[tuple[str, str]], read_ts: int, cut_ts: int
 ) -> int:
-    """Make ``table_id`` (not created yet) inherit ``source_table_id``'s members live
-    at ``read_ts`` with rows at or before ``cut_ts``, and whatever the source
-    inherits, cut at ``cut_ts`` too. Returns the depth of the chain.
+    """For each ``(table_id, source_table_id)`` of ``tables``: make ``table_id`` (not
+    created yet) inherit ``source_table_id``'s members live at ``read_ts`` with
+    rows at or before ``cut_ts``, and whatever the source inherits, cut at
+    ``cut_ts`` too. Returns how many base rows it wrote.
 
     Written in the transaction that starts job ``job_id``: until the install
-    creates ``table_id`` these rows are the job's pin, and GC keeps what they
+    creates the tables these rows are the job's pin, and GC keeps what they
     reach. A source with no membership row at all adds no level of its own.
+    The statements are per ``CHUNK`` of tables, never per table.
     """
-    chain = bases_of(tx, source_table_id)
-    rows: list[tuple[Any, ...]] = []
-    if tx.one("SELECT 1 FROM membership WHERE table_id = ? LIMIT 1", (source_table_id,)):
-        rows.append((table_id, 1, source_table_id, read_ts, cut_ts, job_id))
-    for base in chain:
-        rows.append(
-            (table_id, len(rows) + 1, base.table_id, base.base_ts, min(base.cut_ts, cut_ts), job_id)
+    sources = [source for _, source in tables]
+    chains = bases_of_tables(tx, sources)
+    owning: set[str] = set()
+    for chunk in chunked(sources):
+        marks = ", ".join("?" for _ in chunk)
+        owning.update(
+            str(r[0])
+            for r in tx.tuples(
+                f"SELECT t.id FROM tables t WHERE t.id IN ({marks}) "
+                "AND EXISTS (SELECT 1 FROM membership m WHERE m.table_id = t.id)",
+                chunk,
+            )
         )
-    tx.executemany(
-        "INSERT INTO membership_bases (table_id, depth, base_table_id, base_ts, cut_ts, job_id) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+    rows: list[tuple[Any, ...]] = []
+    for table_id, source in tables:
+        depth = 0
+        if source in owning:
+            depth += 1
+            rows.append((table_id, depth, source, read_ts, cut_ts, job_id))
+        for base in chains.get(source, ()):
+            depth += 1
+            rows.append(
+                (table_id, depth, base.table_id, base.base_ts, min(base.cut_ts, cut_ts), job_id)
+            )
+    tx.insert_many(
+        "membership_bases",
+        ("table_id", "depth", "base_table_id", "base_ts", "cut_ts", "job_id"),
         rows,
     )
     return len(rows)
@@ -172,8 +255,7 @@ def delete_uninstalled_bases(tx: Tx, job_id: str) -> None:
     """Drop the bases job ``job_id`` wrote for tables no install created: its pins
     by time, once the job is done or cancelled."""
     tx.execute(
-        "DELETE FROM membership_bases WHERE job_id = ? "
-        "AND table_id NOT IN (SELECT id FROM tables)",
+        "DELETE FROM membership_bases WHERE job_id = ? AND table_id NOT IN (SELECT id FROM tables)",
         (job_id,),
     )
 
@@ -271,12 +353,12 @@ def flatten_deepest(tx: Tx, table_id: str, after: str, limit: int) -> tuple[int,
     )
     if len(ids) == limit:
         return len(ids), ids[-1]
-    tx.execute(
-        "DELETE FROM membership_bases WHERE table_id = ? AND depth = ?", (table_id, b.depth)
-    )
+    tx.execute("DELETE FROM membership_bases WHERE table_id = ? AND depth = ?", (table_id, b.depth))
     return len(ids), None
 
 
 def level_is_empty(tx: Tx, level: Level) -> bool:
     """Whether nothing is left for the table to inherit through ``level``."""
-    return not any(tx.one(f"SELECT 1 {source} LIMIT 1", params) for source, params in level.sources())
+    return not any(
+        tx.one(f"SELECT 1 {source} LIMIT 1", params) for source, params in level.sources()
+    )

@@ -48,32 +48,31 @@ def insert_database(tx: Tx, database_id: str, tenant_id: str, name: str, created
     )
 
 
-def insert_table(
-    tx: Tx,
-    *,
-    table_id: str,
-    tenant_id: str,
-    database_id: str,
-    name: str,
-    created_ts: int,
-    dropped_ts: int | None,
-) -> None:
-    """A table of the restored tenant, keeping its creation (and drop, if at or
-    before the restore point) ts."""
-    tx.execute(
-        "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, dropped_ts) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (table_id, tenant_id, database_id, name, created_ts, dropped_ts),
+def insert_tables(tx: Tx, rows: Sequence[tuple[str, str, str, str, int, int | None]]) -> None:
+    """Tables of the restored tenant as (id, tenant_id, database_id, name,
+    created_ts, dropped_ts) tuples, keeping their creation (and drop, if at or
+    before the restore point) ts: one bulk insert however many tables."""
+    tx.insert_many(
+        "tables", ("id", "tenant_id", "database_id", "name", "created_ts", "dropped_ts"), rows
     )
 
 
 def insert_schema_versions(tx: Tx, rows: Sequence[tuple[str, int, str, str, str]]) -> None:
     """Schema versions as (table_id, valid_from_ts, columns_json, primary_key_json,
     fingerprint) tuples."""
-    tx.executemany(
-        "INSERT INTO schema_versions (table_id, valid_from_ts, columns_json, primary_key_json, "
-        "fingerprint) VALUES (?, ?, ?, ?, ?)",
+    tx.insert_many(
+        "schema_versions",
+        ("table_id", "valid_from_ts", "columns_json", "primary_key_json", "fingerprint"),
         rows,
+    )
+
+
+def has_reuse_pins(tx: Tx, job_id: str) -> bool:
+    """Whether job ``job_id`` pinned its reused objects one by one (started before
+    tables inherited by reference): only then does its install copy them."""
+    return (
+        tx.one("SELECT 1 FROM job_pins WHERE job_id = ? AND action = 'reuse' LIMIT 1", (job_id,))
+        is not None
     )
 
 

@@ -10,10 +10,11 @@ are read, to be rewritten or skipped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import view_select
+from tenants.catalog.bases import chunked, view_select, views_select
 from tenants.catalog.objects import RECORD_COLUMNS
 
 
@@ -30,12 +31,19 @@ def plan_table_rows(tx: Tx, tenant_id: str, at_ts: int, oldest_needed: int) -> l
     )
 
 
-def schema_version_rows(tx: Tx, table_id: str) -> list[Row]:
-    """Every schema version of a table, oldest first."""
-    return tx.all(
-        "SELECT * FROM schema_versions WHERE table_id = ? ORDER BY valid_from_ts",
-        (table_id,),
-    )
+def schema_version_rows(tx: Tx, table_ids: Sequence[str]) -> dict[str, list[Row]]:
+    """Every schema version of each table, oldest first, in a statement per
+    ``CHUNK`` of tables."""
+    out: dict[str, list[Row]] = {}
+    for chunk in chunked(table_ids):
+        marks = ", ".join("?" for _ in chunk)
+        for row in tx.all(
+            f"SELECT * FROM schema_versions WHERE table_id IN ({marks}) "
+            "ORDER BY table_id, valid_from_ts",
+            chunk,
+        ):
+            out.setdefault(row["table_id"], []).append(row)
+    return out
 
 
 def members_after_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
@@ -43,6 +51,18 @@ def members_after_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, .
     rewrites or skips them, and reuses the rest), as ``RECORD_COLUMNS`` tuples
     in no particular order."""
     return _member_tuples(tx, table_id, "AND m.max_ts > ?", (at_ts,))
+
+
+def members_after_by_table(
+    tx: Tx, table_ids: Sequence[str], at_ts: int
+) -> dict[str, list[tuple[Any, ...]]]:
+    """``members_after_tuples`` of many tables, by table id, read in one
+    statement per ``CHUNK`` of tables (``views_select``)."""
+    out: dict[str, list[tuple[Any, ...]]] = {table_id: [] for table_id in table_ids}
+    for sql, params in views_select(tx, table_ids, RECORD_COLUMNS, "AND m.max_ts > ?", (at_ts,)):
+        for row in tx.tuples(sql, params):
+            out[str(row[0])].append(tuple(row[1:]))
+    return out
 
 
 def _member_tuples(

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tenants.catalog.base import Tx
-from tenants.catalog.bases import view_select
+from tenants.catalog.bases import chunked, view_select
 
 Group = tuple[str, str]  # (kind, fingerprint)
 
@@ -58,14 +58,21 @@ def subtract_objects(tx: Tx, table_id: str, object_ids: Sequence[str]) -> None:
 
 def totals_of(tx: Tx, table_id: str) -> dict[Group, tuple[int, int]]:
     """(objects, bytes) the table holds per (kind, fingerprint), groups of none left out."""
-    return {
-        (kind, fingerprint): (int(objects), int(size))
-        for kind, fingerprint, objects, size in tx.tuples(
-            "SELECT kind, fingerprint, objects, bytes FROM member_totals "
-            "WHERE table_id = ? AND objects <> 0",
-            (table_id,),
-        )
-    }
+    return totals_of_tables(tx, [table_id]).get(table_id, {})
+
+
+def totals_of_tables(tx: Tx, table_ids: Sequence[str]) -> dict[str, dict[Group, tuple[int, int]]]:
+    """``totals_of`` for many tables, in a statement per ``CHUNK`` of them."""
+    out: dict[str, dict[Group, tuple[int, int]]] = {}
+    for chunk in chunked(table_ids):
+        marks = ", ".join("?" for _ in chunk)
+        for table_id, kind, fingerprint, objects, size in tx.tuples(
+            "SELECT table_id, kind, fingerprint, objects, bytes FROM member_totals "
+            f"WHERE table_id IN ({marks}) AND objects <> 0",
+            chunk,
+        ):
+            out.setdefault(str(table_id), {})[(kind, fingerprint)] = (int(objects), int(size))
+    return out
 
 
 def drop_totals(tx: Tx, table_ids_sql: str, params: Sequence[Any]) -> None:
