@@ -875,7 +875,7 @@ def plot(
         return "matplotlib not installed: no plot"
     layouts = sorted({c["tables"] for c in payload["rewind"]})
     fig, axes = plt.subplots(
-        1, len(layouts), figsize=(6.5 * len(layouts), 5.2), sharey=True, squeeze=False
+        1, len(layouts), figsize=(6.5 * len(layouts), 6.2), sharey=True, squeeze=False
     )
     styles = {"sqlite": "tab:blue", "postgresql": "tab:orange"}
     for ax, layout in zip(axes[0], layouts, strict=True):
@@ -944,7 +944,7 @@ def plot(
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=4, frameon=False)
     run = f", run of {payload['timestamp'][:16]} UTC" if "timestamp" in payload else ""
     fig.suptitle(f"Metadata-only restore vs N objects ({payload['code']}{run})", fontsize=10)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
