@@ -47,6 +47,10 @@ class RestoreInProgress(RewindError):
     """Another restore of the same tenant is not finished."""
 
 
+class TableBeingRestored(RewindError):
+    """A restore job holds the table (or its database): writes and DDL wait for it."""
+
+
 class TenantDropped(RewindError):
     """The tenant id is no longer active (dropped or replaced by a restore)."""
 

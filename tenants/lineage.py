@@ -31,7 +31,7 @@ from tenants.errors import InvalidArgument, NotFound, UnprotectedTime
 from tenants.protection import protection, wall_now
 from tenants.snapshots import SNAPSHOT_NAME, SnapshotRecord, find_snapshot, list_snapshots
 from tenants.tenancy import TenantRecord, tenant_by_id
-from tenants.times import TIME_FORMS, check_ts, format_ts, parse_instant
+from tenants.times import TIME_FORMS, check_ts, format_ts, parse_time, starts_time, time_word
 
 
 @dataclass(frozen=True)
@@ -193,17 +193,33 @@ def require_data(tenant: TenantRecord) -> TenantRecord:
 
 
 def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[TenantRecord, int, str]:
-    """A time named by snapshot, instant or ts → (tenant holding its data, ts, label).
+    """A time named by snapshot, instant, ts or relative time → (holder of its data, ts, label).
+
+    Text starting with a digit or ``-`` is a time (``-1h``: an hour before now);
+    other text is a snapshot name of the lineage, except ``now`` and ISO-8601
+    durations (``PT15M``: that long ago), which are times unless a snapshot of
+    exactly that name exists (docs/decisions.md, "Naming a time"). "Now" is the
+    catalog's clock, never behind its newest commit (``wall_now``), read in
+    this transaction.
 
     Raises ``UnprotectedTime`` unless that tenant protects the time, and when
     the tenant that held the name then is purged or past its retention.
     """
-    if isinstance(text, str) and text.strip() and not text.strip()[0].isdigit():
-        if not SNAPSHOT_NAME.fullmatch(text.strip()):  # neither a name nor a time: say both
-            raise InvalidArgument(f"invalid time or snapshot {text.strip()!r}: {TIME_FORMS}")
-        holder, snap = snapshot_in_lineage(tx, require_data(tenant), text.strip())
-        return require_data(holder), snap.ts, snap.name
-    ts = parse_instant(text) if isinstance(text, str) else check_ts(int(text))
+    if isinstance(text, str) and text.strip() and not starts_time(text):
+        value = text.strip()
+        if not SNAPSHOT_NAME.fullmatch(value):  # neither a name nor a time: say both
+            raise InvalidArgument(f"invalid time or snapshot {value!r}: {TIME_FORMS}")
+        try:
+            holder, snap = snapshot_in_lineage(tx, require_data(tenant), value)
+        except NotFound:
+            if not time_word(value):
+                raise
+        else:
+            return require_data(holder), snap.ts, snap.name
+    if isinstance(text, str):
+        ts = parse_time(text).resolve(wall_now(tx))
+    else:
+        ts = check_ts(int(text))
     ancestor = holder_at(tx, require_data(tenant), ts)
     if not ancestor.serves:
         raise UnprotectedTime(

@@ -74,6 +74,7 @@ def load(
     with catalog.snapshot() as tx:
         tenant_rec = active_tenant(tx, tenant)
         target = find_table(tx, tenant_rec, database, table, tx.last_ts())
+        target.require_writable(tenant_rec.name)
     return load_into(catalog, store, tenant_rec, target, batches, tenant, chunk_bytes=chunk_bytes)
 
 

@@ -24,7 +24,7 @@ from tenants.catalog.snapshots import (
 from tenants.errors import AlreadyExists, InvalidArgument, InvalidName, NotFound
 from tenants.protection import protection
 from tenants.tenancy import TenantRecord
-from tenants.times import check_ts, parse_instant
+from tenants.times import check_ts
 
 SnapshotKind = Literal["manual", "scheduled"]
 SNAPSHOT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
@@ -123,13 +123,3 @@ def drop_snapshots(
     return doomed
 
 
-def resolve_time(tx: Tx, tenant: TenantRecord, text: str) -> int:
-    """A snapshot name, an ISO-8601 instant or a raw ts, as a ts.
-
-    Snapshot names start with a letter or '_', instants and raw ts with a digit,
-    so the three never collide.
-    """
-    value = text.strip()
-    if value and not value[0].isdigit():
-        return find_snapshot(tx, tenant, value).ts
-    return parse_instant(value)

@@ -48,7 +48,7 @@ from tenants.tenancy import (
     undrop_tenant,
 )
 from tenants.tenancy import create_tenant as _create_tenant
-from tenants.times import parse_instant
+from tenants.times import parse_time
 from tenants.warehouse_owner import claim_warehouse
 from tenants.writes import WriteResult, write
 
@@ -155,7 +155,9 @@ class TableStore:
             return undrop_tenant(tx, ref, new_name)
 
     def resolve_time(self, tenant: str, as_of: int | str) -> int:
-        """A snapshot name, ISO instant or ts as a protected ts of the name's lineage."""
+        """A snapshot name, ISO instant, ts or relative time (``now``, ``-1h``,
+        ``PT15M``, counted back from the catalog clock) as a protected ts of the
+        name's lineage (tenants.lineage.resolve_point)."""
         with self.catalog.snapshot() as tx:
             return resolve_point(tx, find_tenant(tx, tenant), as_of)[1]
 
@@ -163,9 +165,12 @@ class TableStore:
     def create_snapshot(
         self, tenant: str, name: str, *, at: int | str | None = None
     ) -> SnapshotRecord:
+        """Record a snapshot of the present, or of ``at``: a protected ts, or text
+        naming a time (never a snapshot): an ISO instant, a ts, or a relative time
+        (``now``, ``-1h``, ``PT15M``) counted back from the catalog clock."""
         with self.catalog.transaction() as tx:
             tenant_rec = active_tenant(tx, tenant)
-            ts = parse_instant(at) if isinstance(at, str) else at
+            ts = parse_time(at).resolve(wall_now(tx)) if isinstance(at, str) else at
             return create_snapshot(tx, tenant_rec, name, at=ts)
 
     def snapshots(self, tenant: str) -> list[SnapshotRecord]:

@@ -16,6 +16,7 @@ from typing import Literal
 import pyarrow as pa
 
 from tenants.catalog import Row, Tx
+from tenants.catalog.commits import record_commit
 from tenants.catalog.tables import (
     database_row_at,
     insert_database,
@@ -40,7 +41,14 @@ from tenants.catalog.tenants import (
     tenant_rows,
 )
 from tenants.defaults import is_text_encoded
-from tenants.errors import AlreadyExists, InvalidArgument, NotFound, SchemaMismatch, TenantDropped
+from tenants.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    SchemaMismatch,
+    TableBeingRestored,
+    TenantDropped,
+)
 from tenants.names import object_name, tenant_name
 from tenants.schema import Column, TableSchema
 
@@ -103,10 +111,27 @@ class TableRecord:
     dropped_ts: int | None
     schema: TableSchema
     schema_from_ts: int
+    # The restore job holding the table while it runs (writes and DDL refused).
+    lock_job_id: str | None = None
 
     @property
     def qualified(self) -> str:
         return f"{self.database}.{self.name}"
+
+    def require_writable(self, tenant: str) -> None:
+        """Refuse a write or DDL while a restore job holds the table."""
+        refuse_locked(tenant, f"table {self.qualified}", self.lock_job_id)
+
+
+def refuse_locked(tenant: str, what: str, job_id: str | None) -> None:
+    """``TableBeingRestored`` if restore job ``job_id`` holds ``what`` (a table or a
+    database of ``tenant``): its install would replace what a write changes."""
+    if job_id:
+        raise TableBeingRestored(
+            f"{what} of tenant {tenant!r} is being restored by job {job_id}: writes and DDL "
+            f"to it are refused until the job ends; `rewind restore-table --resume {job_id}` "
+            f"finishes it, `--cancel {job_id}` cancels it"
+        )
 
 
 def parse_tenant_ref(ref: str) -> tuple[str, str | None]:
@@ -223,6 +248,7 @@ def create_database(tx: Tx, tenant: TenantRecord, database: str, *, exist_ok: bo
     ts = tx.commit_ts()
     existing = find_database(tx, tenant, database, ts)
     if existing:
+        refuse_locked(tenant.name, f"database {database}", existing.get("lock_job_id"))
         if exist_ok:
             return str(existing["id"])
         raise AlreadyExists(f"database {database!r} already exists in tenant {tenant.name!r}")
@@ -243,6 +269,7 @@ def create_table(
     insert_table(tx, table_id, tenant.id, db_id, table, ts)
     add_schema_version(tx, table_id, ts, schema)
     touch_tenant(tx, tenant.id, ts)
+    record_commit(tx, tenant.id, ts, table_id, "create")
     return TableRecord(table_id, tenant.id, db_id, database, table, ts, None, schema, ts)
 
 
@@ -278,6 +305,7 @@ def table_from_row(tx: Tx, row: Row, as_of: int) -> TableRecord:
         row["dropped_ts"],
         schema,
         since,
+        row.get("lock_job_id"),
     )
 
 
@@ -298,10 +326,16 @@ def table_identity(
 ) -> tuple[str, str] | None:
     """(table id, schema fingerprint) of ``database.table`` at ``as_of``, or None if it
     did not exist: what a commit's compare-and-set compares, without parsing the schema
-    (half of a small commit's catalog time went to ``TableSchema.from_json``)."""
+    (half of a small commit's catalog time went to ``TableSchema.from_json``).
+
+    Raises:
+        TableBeingRestored: a restore job holds the table (checked in the commit's
+            transaction, so no write lands in a table a restore is replacing).
+    """
     row = _find_table_row(tx, tenant, database, table, as_of)
     if row is None:
         return None
+    refuse_locked(tenant.name, f"table {database}.{table}", row.get("lock_job_id"))
     version = schema_version_row_at(tx, row["id"], as_of)
     return row["id"], version["fingerprint"] if version is not None else ""
 
@@ -315,8 +349,10 @@ def tables_at(tx: Tx, tenant: TenantRecord, as_of: int) -> list[TableRecord]:
 def drop_table(tx: Tx, tenant: TenantRecord, database: str, table: str) -> TableRecord:
     ts = tx.commit_ts()
     record = find_table(tx, tenant, database, table, ts)
+    record.require_writable(tenant.name)
     mark_table_dropped(tx, record.id, ts)
     touch_tenant(tx, tenant.id, ts)
+    record_commit(tx, tenant.id, ts, record.id, "drop")
     return record
 
 
@@ -340,6 +376,7 @@ def alter_table(
         )
     ts = tx.commit_ts()
     record = find_table(tx, tenant, database, table, ts)
+    record.require_writable(tenant.name)
     schema = record.schema
     columns = list(schema.columns)
     for name in drop:
@@ -372,6 +409,7 @@ def alter_table(
     new_schema = TableSchema(tuple(columns), schema.primary_key)
     add_schema_version(tx, record.id, ts, new_schema)
     touch_tenant(tx, tenant.id, ts)
+    record_commit(tx, tenant.id, ts, record.id, "alter")
     return replace(record, schema=new_schema, schema_from_ts=ts)
 
 

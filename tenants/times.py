@@ -1,9 +1,19 @@
 """Parsing user-named times and durations into µs.
 
-A time is a raw ts (an integer of µs since the epoch) or an ISO-8601 instant
-(a naive instant is taken as UTC). Snapshot names are resolved by the snapshot
-module, which falls back to this one. Durations are ``<n><unit>`` with units
-``us ms s m h d w`` (``90m``, ``6h``, ``7d``) or combinations (``1h30m``).
+A time is absolute: a raw ts (an integer of µs since the epoch) or an ISO-8601
+instant (a naive instant is taken as UTC, an offset is honoured); or relative
+to "now": ``now``, a minus sign and a duration (``-90s``, ``-1h30m``,
+``-PT15M``), or a bare ISO-8601 duration, which also means that long ago
+(``PT15M``, as Snowflake's ``AT(OFFSET => -900)``). :func:`parse_time` parses
+either into a :class:`TimeSpec` before any I/O; ``now`` is the catalog's clock,
+so a relative time is pinned by :meth:`TimeSpec.resolve` once the catalog is
+open. Snapshot names are resolved by tenants.lineage, which owns the rule for
+text that could be either (docs/decisions.md, "Naming a time").
+
+Durations are ``<n><unit>`` with units ``us ms s m h d w`` (``90m``, ``6h``,
+``7d``) or combinations (``1h30m``). ISO-8601 durations take weeks, days,
+hours, minutes and seconds (``P1W``, ``P1DT2H``, ``PT0.5S``); years and months
+are refused, their length depends on the calendar.
 
 Every time a user can name lies in ``[MIN_TS, MAX_TS]``: from the epoch to the
 last µs of year 9999, the range an ISO-8601 instant can print and an int64 ts
@@ -16,7 +26,9 @@ a formatter (whose years stop at 9999).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 
 from tenants.errors import InvalidArgument
 
@@ -30,6 +42,15 @@ US = {
     "w": 7 * 86_400_000_000,
 }
 _DURATION_PART = re.compile(r"(\d+)(us|ms|s|m|h|d|w)")
+_ISO_NUMBER = r"(\d+(?:[.,]\d+)?)"
+# P[nY][nM][nW][nD][T[nH][nM][nS]]: years and months are matched so they can be refused by name.
+_ISO_DURATION = re.compile(
+    rf"P(?:{_ISO_NUMBER}Y)?(?:{_ISO_NUMBER}M)?(?:{_ISO_NUMBER}W)?(?:{_ISO_NUMBER}D)?"
+    rf"(?:T(?:{_ISO_NUMBER}H)?(?:{_ISO_NUMBER}M)?(?:{_ISO_NUMBER}S)?)?",
+    re.IGNORECASE,
+)
+_ISO_UNITS = (None, None, US["w"], US["d"], US["h"], US["m"], US["s"])  # None: no fixed length
+_ISO_FORM = "P[nW][nD][T[nH][nM][nS]], e.g. PT15M, P1DT2H or PT0.5S"
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_US = timedelta(microseconds=1)
@@ -37,8 +58,146 @@ MIN_TS = 0
 MAX_TS = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // ONE_US
 MAX_DURATION_US = 365_000 * US["d"]
 TIME_FORMS = (
-    "use a snapshot name, an ISO-8601 instant (2026-11-22T10:00:00Z) or a ts in µs since the epoch"
+    "use a snapshot name, an ISO-8601 instant (2026-11-22T10:00:00Z), now, a time before now "
+    "(-1h, -90s, PT15M) or a ts in µs since the epoch"
 )
+NOW = "now"
+
+
+@dataclass(frozen=True)
+class TimeSpec:
+    """A time a user named, parsed but not yet pinned to a ts.
+
+    Absolute (``ts`` set) or relative: ``ago_us`` before "now", which only the
+    catalog's clock knows, so :meth:`resolve` takes it as an argument.
+    """
+
+    text: str
+    ts: int | None = None
+    ago_us: int = 0
+
+    @property
+    def relative(self) -> bool:
+        return self.ts is None
+
+    def resolve(self, now_us: int) -> int:
+        """The ts this names when "now" is ``now_us``.
+
+        Raises:
+            InvalidArgument: a relative time that falls before the epoch.
+        """
+        if self.ts is not None:
+            return self.ts
+        return check_ts(now_us - self.ago_us, self.text)
+
+    def as_point(self) -> int | str:
+        """This time for an API that takes ``str | int``: the ts itself, or (relative)
+        text that starts with ``-`` and so is never read as a snapshot name."""
+        if self.ts is not None:
+            return self.ts
+        if self.text.startswith("-"):
+            return self.text
+        return "-0s" if self.text.lower() == NOW else f"-{self.text}"
+
+
+def starts_time(text: str) -> bool:
+    """Text starting with a digit or ``-`` is a time, never a snapshot name (those
+    start with a letter or ``_``)."""
+    return text.strip()[:1].isdigit() or text.strip().startswith("-")
+
+
+def time_word(text: str) -> bool:
+    """``now`` or an ISO-8601 duration (``PT15M``, also ``P1Y``, refused later): a time,
+    unless a snapshot of exactly that name exists where the caller looks."""
+    value = text.strip()
+    return value.lower() == NOW or _iso_parts(value) is not None
+
+
+def parse_time(text: str) -> TimeSpec:
+    """Any time form: a raw ts, an ISO-8601 instant, ``now``, ``-<duration>`` or an
+    ISO-8601 duration (with or without ``-``; both mean that long before now).
+
+    Raises:
+        InvalidArgument: not a time; years or months; a duration finer than 1 µs;
+            a time outside 1970-01-01 .. 9999-12-31 (UTC), including a relative
+            one longer than that whole range.
+    """
+    value = text.strip()
+    if value.lower() == NOW:
+        return TimeSpec(value)
+    if value.startswith("-") or time_word(value):
+        return TimeSpec(value, ago_us=_span_before_now(value, text))
+    return TimeSpec(value, ts=parse_instant(text))
+
+
+def _span_before_now(value: str, text: str) -> int:
+    """µs of ``-90s``, ``-PT15M`` or ``PT15M`` (zero allowed: ``-0s`` is now)."""
+    body = value[1:] if value.startswith("-") else value
+    if body[:1] in ("P", "p"):
+        span = _iso_span(body, text)
+    else:
+        short = _short_span(body)
+        if short is None:
+            raise InvalidArgument(
+                f"invalid time {_shown(text)}: a time before now is a minus sign and a "
+                "duration: -90s, -1h30m, -7d (units us, ms, s, m, h, d, w) or -PT15M"
+            )
+        span = short
+    if span > MAX_TS - MIN_TS:  # before the epoch whatever the clock says
+        check_ts(MIN_TS - 1, text)
+    return span
+
+
+def _iso_parts(value: str) -> tuple[str | None, ...] | None:
+    """The seven numbers of an ISO-8601 duration (``None`` where absent), or ``None``."""
+    match = _ISO_DURATION.fullmatch(value)
+    if match is None:
+        return None
+    parts = match.groups()
+    has_time = "T" in value.upper()
+    if all(p is None for p in parts) or (has_time and all(p is None for p in parts[4:])):
+        return None  # "P", "PT", "P1DT": no component where one is due
+    return parts
+
+
+def _iso_span(body: str, text: str) -> int:
+    parts = _iso_parts(body)
+    if parts is None:
+        raise InvalidArgument(f"invalid time {_shown(text)}: an ISO-8601 duration is {_ISO_FORM}")
+    if parts[0] is not None or parts[1] is not None:
+        raise InvalidArgument(
+            f"invalid time {_shown(text)}: years and months have no fixed length (a month is "
+            "28 to 31 days); give weeks, days, hours, minutes or seconds, e.g. P30D or P52W"
+        )
+    given = [(p, unit) for p, unit in zip(parts, _ISO_UNITS, strict=True) if p is not None]
+    if any(not p.isdigit() for p, _ in given[:-1]):
+        raise InvalidArgument(
+            f"invalid time {_shown(text)}: only the last number of an ISO-8601 duration may "
+            "have a fraction (PT1H30.5M, not PT1.5H30M)"
+        )
+    total = 0
+    for number, unit in given:
+        assert unit is not None  # years and months were refused above
+        whole, _, fraction = number.replace(",", ".").partition(".")
+        fraction = fraction.rstrip("0")
+        if len(whole.lstrip("0")) > 20:  # past any range (and int() refuses ~4300 digits)
+            return MAX_TS + 1
+        # A week is 2**13 * 5**8 * 189 µs: past 13 decimals no fraction of a unit is whole µs.
+        amount = Fraction(f"{whole}.{fraction or 0}") * unit if len(fraction) <= 13 else None
+        if amount is None or amount.denominator != 1:
+            raise InvalidArgument(f"invalid time {_shown(text)}: finer than a microsecond")
+        total += int(amount)
+    return total
+
+
+def _short_span(value: str) -> int | None:
+    """µs of ``1h30m`` (zero allowed), or ``None`` if it is not that grammar."""
+    value = value.lower()
+    parts = _DURATION_PART.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    # Past 20 digits it is out of every range anyway (and int() refuses ~4300).
+    return sum((int(n) if len(n) <= 20 else 10**20) * US[u] for n, u in parts)
 
 
 def parse_instant(text: str) -> int:
@@ -76,14 +235,12 @@ def check_ts(ts: int, text: str | int | None = None) -> int:
 
 def parse_duration(text: str) -> int:
     """``72h`` → µs. Zero-length and malformed durations are errors."""
-    value = text.strip().lower()
-    parts = _DURATION_PART.findall(value)
-    if not parts or "".join(n + u for n, u in parts) != value:
+    total = _short_span(text.strip())
+    if total is None:
         raise InvalidArgument(
             f"invalid duration {text!r}: use a number and a unit (us, ms, s, m, h, d, w), "
             "e.g. 90m, 6h, 7d or 1h30m"
         )
-    total = sum(int(n) * US[u] for n, u in parts)
     if total <= 0:
         raise InvalidArgument(f"invalid duration {text!r}: must be longer than zero")
     return check_duration(total, text)

@@ -38,6 +38,7 @@ from tenacity import (
 )
 
 from tenants.catalog import Catalog, Tx
+from tenants.catalog.commits import record_commit
 from tenants.catalog.tenants import set_last_change_if
 from tenants.errors import (
     ConcurrentModification,
@@ -244,6 +245,7 @@ def _write_once(
         tenant_rec = active_tenant(tx, tenant)
         now = tx.last_ts()
         target = find_table(tx, tenant_rec, database, table, now)
+        target.require_writable(tenant_rec.name)
         members = live_objects(tx, target.id) if only_present and deletes is not None else []
     expected_change: int | None = None
     if only_present and deletes is not None and deletes.num_rows:
@@ -431,6 +433,17 @@ def install_commit(
         insert_object(tx, stamp(record, ts))
         add_member(tx, table.id, record.id, ts)
         object_ids.append(record.id)
+    record_commit(
+        tx,
+        tenant_rec.id,
+        ts,
+        table.id,
+        "write",
+        upserted=prepared.upserted,
+        deleted=prepared.deleted,
+        objects=len(object_ids),
+        size=sum(record.bytes for record in prepared.objects),
+    )
     log.info("tenant %s table %s: commit ts %d wrote %s", prepared.where, table.id, ts, object_ids)
     return WriteResult(
         ts=ts,

@@ -27,7 +27,7 @@ from tenants.store import TableStore
 CATALOG_TABLES = (
     "tenants", "databases", "tables", "schema_versions", "objects", "membership",
     "membership_bases", "member_totals", "snapshots", "snapshot_schedules", "pitr_windows", "restore_jobs",
-    "restore_plans", "restore_tasks", "job_pins", "gc_pending",
+    "restore_plans", "restore_tasks", "job_pins", "gc_pending", "commits",
 )  # fmt: skip
 
 

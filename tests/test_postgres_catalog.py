@@ -31,7 +31,7 @@ SCHEMA = TableSchema.of([("k", "int64"), ("v", "string")], ["k"])
 TABLES = (
     "meta", "clock", "tenants", "databases", "tables", "schema_versions", "objects",
     "membership", "membership_bases", "member_totals", "snapshots", "snapshot_schedules", "pitr_windows", "restore_jobs",
-    "restore_plans", "restore_tasks", "job_pins", "gc_pending",
+    "restore_plans", "restore_tasks", "job_pins", "gc_pending", "commits",
 )  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from engine.cli import (
     snapshot_cmds,
     spark_cmds,
     table_cmds,
+    table_restore_cmds,
     tenant_cmds,
 )
 from engine.cli.context import CliState
@@ -78,6 +79,7 @@ app.add_typer(spark_cmds.app, name="spark")
 data_cmds.register(app)
 ddl_cmds.register(app)
 restore_cmds.register(app)
+table_restore_cmds.register(app, table_cmds.app)
 gc_cmds.register(app)
 
 

@@ -41,7 +41,12 @@ def create(
     ctx: typer.Context,
     tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
     snapshot: Annotated[
-        str, typer.Option("--snapshot", help="Snapshot name or protected time to back up.")
+        str,
+        typer.Option(
+            "--snapshot",
+            help="Snapshot name or protected time to back up: -1h, PT15M (that long ago), "
+            "now, an ISO-8601 instant or a ts in µs.",
+        ),
     ],
     to: Annotated[
         str, typer.Option("--to", help="Destination URI (empty, or holding Rewind backups).")

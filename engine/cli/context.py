@@ -17,7 +17,7 @@ from tenants.errors import InvalidArgument
 from tenants.names import qualified_table, tenant_name
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
-from tenants.times import parse_instant
+from tenants.times import parse_time, starts_time, time_word
 
 
 @dataclass
@@ -73,27 +73,37 @@ def table_arg(text: str) -> tuple[str, str]:
     return qualified_table(text)
 
 
-def instant_arg(option: str, text: str) -> int:
-    """An ISO-8601 instant or a raw ts (never a snapshot name), parsed before any I/O.
+def instant_arg(option: str, text: str) -> int | str:
+    """A time (never a snapshot name) for an option documented as one (``--at``),
+    checked before any I/O.
 
-    For options documented as a time (``--at``): a word such as ``now`` is
-    refused rather than looked up as a snapshot of that name.
+    Returns an absolute time (ISO-8601 instant, ts) as its ts, as before. A
+    relative one (``now``, ``-1h``, ``PT15M``) needs the catalog's clock, so it
+    is returned as text that starts with ``-`` (``now`` → ``-0s``, ``PT15M`` →
+    ``-PT15M``): every API taking ``str | int`` reads that as a time, never as a
+    snapshot, and pins it when it opens the catalog (tenants.lineage.resolve_point,
+    TableStore.create_snapshot). A bare word is refused rather than looked up
+    as a snapshot of that name.
     """
-    if not text.strip()[:1].isdigit():
+    if not (starts_time(text) or time_word(text)):
         raise InvalidArgument(
-            f"invalid {option} {text!r}: use an ISO-8601 instant (2026-11-22T10:00:00Z) "
-            "or a ts in µs since the epoch; for a snapshot use --snapshot NAME"
+            f"invalid {option} {text!r}: use an ISO-8601 instant (2026-11-22T10:00:00Z), "
+            "a ts in µs since the epoch, now, or a time before now (-1h, -90s, PT15M); "
+            "for a snapshot use --snapshot NAME"
         )
-    return parse_instant(text)
+    return parse_time(text).as_point()
 
 
 def resolve_as_of(store: TableStore, tenant: str, text: str) -> int:
     """The commit ts a user-named time means for ``tenant``.
 
     The single place every ``--as-of`` (and later every restore target) is
-    resolved: a snapshot name, an ISO-8601 instant (naive means UTC) or a raw
-    ts in µs. The store does the work, so the CLI accepts exactly what the
-    store does and the protection check happens inside the store.
+    resolved: a snapshot name, an ISO-8601 instant (naive means UTC), a raw
+    ts in µs, or a relative time (``now``, ``-1h``, ``PT15M``) counted back
+    from the catalog's clock; ``now`` and ``PT15M`` name a snapshot instead
+    if one of exactly that name exists. The store does the work, so the CLI
+    accepts exactly what the store does and the protection check happens
+    inside the store.
 
     Raises:
         InvalidArgument: ``text`` is not a time; or it lies in the future.

@@ -293,7 +293,8 @@ def query(
         str | None,
         typer.Option(
             "--as-of",
-            help="Read as of this time: an ISO-8601 instant or a ts in µs (default: now).",
+            help="Read as of this time: a snapshot name, -1h, PT15M (that long ago), now, "
+            "an ISO-8601 instant or a ts in µs (default: now).",
             show_default=False,
         ),
     ] = None,

@@ -21,14 +21,14 @@ from engine.cli.context import cli_state, tenant_arg
 from tenants.lineage import resolve_point
 from tenants.snapshots import snapshot_name
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
-from tenants.times import format_ts, parse_instant
+from tenants.times import format_ts, parse_time, starts_time, time_word
 
 
 def _time_arg(text: str) -> str:
     """Reject a malformed snapshot name or instant before any I/O."""
     value = text.strip()
-    if value[:1].isdigit():
-        parse_instant(value)
+    if starts_time(value) or time_word(value):
+        parse_time(value)
     else:
         snapshot_name(value)
     return value
@@ -105,7 +105,8 @@ def ddl(
         str | None,
         typer.Option(
             "--as-of",
-            help="A snapshot name, an ISO-8601 instant or a ts in µs (default: now).",
+            help="A snapshot name, -1h or PT15M (that long ago), now, an ISO-8601 instant or "
+            "a ts in µs (default: now).",
             show_default=False,
         ),
     ] = None,

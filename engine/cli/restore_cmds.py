@@ -7,6 +7,7 @@ bytes. ``--resume`` and ``--cancel`` act on an existing job.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -20,8 +21,10 @@ from rich.progress import (
 )
 
 from engine.cli import render
-from engine.cli.context import cli_state, instant_arg, tenant_arg
+from engine.cli.context import cli_state, instant_arg, table_arg, tenant_arg
 from engine.cli.restore_render import (
+    commit_json,
+    commits_table,
     history_tables,
     job_json,
     outcome_json,
@@ -30,6 +33,7 @@ from engine.cli.restore_render import (
     plan_table,
 )
 from engine.executors.base import check_executor, decide_executor
+from engine.restore.history import before_commit, commit_history
 from engine.restore.history import history as load_history
 from engine.restore.job import (
     RestoreOutcome,
@@ -46,6 +50,7 @@ from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
 from tenants.snapshots import snapshot_name
 from tenants.store import TableStore
+from tenants.times import starts_time
 
 
 def restore_tenant_cmd(
@@ -58,7 +63,20 @@ def restore_tenant_cmd(
         typer.Option("--snapshot", help="Snapshot name (searched through the tenant's lineage)."),
     ] = None,
     at: Annotated[
-        str | None, typer.Option("--at", help="A protected time: ISO-8601 instant or ts in µs.")
+        str | None,
+        typer.Option(
+            "--at",
+            help="A protected time: -1h, PT15M (that long ago), now, an ISO-8601 instant "
+            "or a ts in µs.",
+        ),
+    ] = None,
+    before: Annotated[
+        str | None,
+        typer.Option(
+            "--before",
+            metavar="COMMIT",
+            help="Just before this commit (its ts, from `rewind history TENANT --commits`).",
+        ),
     ] = None,
     to: Annotated[
         str | None,
@@ -67,7 +85,13 @@ def restore_tenant_cmd(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
-    executor: Annotated[str, typer.Option("--executor", help="local, spark or auto (Spark when the Spark master is a cluster; the plan says why).")] = "auto",
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="local, spark or auto (Spark when the Spark master is a cluster; the plan says why).",
+        ),
+    ] = "auto",
     verify: Annotated[str, typer.Option("--verify", help="none, objects or full.")] = "objects",
     method: Annotated[
         str, typer.Option("--method", help="physical, logical (dump and reload) or auto.")
@@ -102,24 +126,17 @@ def restore_tenant_cmd(
         tenant_name(to)
     check_level(verify)
     check_executor(executor)  # before any I/O
-    store = state.store()
     if cancel or resume:
-        if snapshot or at or to or dry_run:
+        if snapshot or at or before or to or dry_run:
             raise InvalidArgument(
-                "--resume/--cancel take only a job id, not --snapshot/--at/--to/--dry-run"
+                "--resume/--cancel take only a job id, not --snapshot/--at/--before/--to/--dry-run"
             )
-        _job_action(store, tenant, resume, cancel, as_json)
+        job_action(state.store(), tenant, resume, cancel, as_json)
         return
-    if (snapshot is None) == (at is None):
-        raise InvalidArgument("say what to restore to: exactly one of --snapshot NAME or --at TIME")
-    if snapshot is not None and snapshot[:1].isdigit():
-        raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
-    point: str | int
-    if snapshot is not None:
-        point = snapshot_name(snapshot)
-    else:
-        assert at is not None
-        point = instant_arg("--at", at)
+    point = restore_point(
+        snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
+    )
+    store = state.store()
     if dry_run:
         plan = plan_restore(store.catalog, tenant, point, to=to)
         chosen = decide_executor(executor, plan.totals()["rewrite"][1])
@@ -133,7 +150,7 @@ def restore_tenant_cmd(
             render.say(f"method {why}")
             render.say("dry run: nothing was changed")
         return
-    with _progress(as_json) as report:
+    with progress_bar(as_json) as report:
         outcome = restore_tenant(
             store,
             tenant,
@@ -144,10 +161,10 @@ def restore_tenant_cmd(
             method=method,
             progress=report,
         )
-    _print_outcome(outcome, as_json)
+    print_outcome(outcome, as_json)
 
 
-def _job_action(
+def job_action(
     store: TableStore, tenant: str, resume: str | None, cancel: str | None, as_json: bool
 ) -> None:
     if resume and cancel:
@@ -166,12 +183,12 @@ def _job_action(
         else:
             render.say(f"restore job {job_id} cancelled: its outputs and pins are removed")
         return
-    with _progress(as_json) as report:
+    with progress_bar(as_json) as report:
         outcome = resume_restore(store, job_id, progress=report)
-    _print_outcome(outcome, as_json)
+    print_outcome(outcome, as_json)
 
 
-def _print_outcome(outcome: RestoreOutcome, as_json: bool) -> None:
+def print_outcome(outcome: RestoreOutcome, as_json: bool) -> None:
     if as_json:
         render.emit_json(outcome_json(outcome))
         return
@@ -180,7 +197,7 @@ def _print_outcome(outcome: RestoreOutcome, as_json: bool) -> None:
         render.say(line)
 
 
-class _progress:
+class progress_bar:
     """A rich progress bar over rewrite tasks and bytes (silent for --json)."""
 
     def __init__(self, quiet: bool) -> None:
@@ -188,7 +205,7 @@ class _progress:
         self.bar: Progress | None = None
         self.task: TaskID | None = None
 
-    def __enter__(self) -> _progress:
+    def __enter__(self) -> progress_bar:
         if not self.quiet:
             self.bar = Progress(
                 TextColumn("rewriting"),
@@ -216,12 +233,41 @@ class _progress:
 def history_cmd(
     ctx: typer.Context,
     tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    commits: Annotated[
+        bool,
+        typer.Option(
+            "--commits",
+            help="List commits instead (newest first: ts, time, table, rows), to find a bad "
+            "one and restore to just before it with --before TS.",
+        ),
+    ] = False,
+    table: Annotated[
+        str | None,
+        typer.Option("--table", metavar="DB.TABLE", help="With --commits: only this table's."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="With --commits: how many to list.")
+    ] = 50,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable JSON.")
+    ] = False,
 ) -> None:
-    """Show a tenant's lineage (restores, retired ids) and its restore jobs."""
+    """Show a tenant's lineage (restores, retired ids) and its restore jobs, or its commits."""
     state = cli_state(ctx)
     tenant_arg(tenant)
+    if table is not None:
+        table_arg(table)
+        if not commits:
+            raise InvalidArgument("--table goes with --commits")
+    if commits:
+        found = commit_history(state.store().catalog, tenant, table=table, limit=limit)
+        if state.json or json_output:
+            render.emit_json([commit_json(c) for c in found])
+        else:
+            render.show(commits_table(tenant, found))
+        return
     hist = load_history(state.store().catalog, tenant)
-    if state.json:
+    if state.json or json_output:
         render.emit_json(
             {
                 "lineage": [
@@ -238,10 +284,34 @@ def history_cmd(
             }
         )
         return
-    for table in history_tables(hist):
-        render.show(table)
+    for shown in history_tables(hist):
+        render.show(shown)
 
 
 def register(app: typer.Typer) -> None:
     app.command("restore-tenant")(restore_tenant_cmd)
     app.command("history")(history_cmd)
+
+
+def restore_point(
+    snapshot: str | None, at: str | None, before: str | None, commit: Callable[[], int]
+) -> str | int:
+    """The point a restore command names: a snapshot, a time, or just before a
+    commit (``commit`` looks it up). Validated before any I/O but the commit's."""
+    if sum(x is not None for x in (snapshot, at, before)) != 1:
+        raise InvalidArgument(
+            "say what to restore to: exactly one of --snapshot NAME, --at TIME or --before COMMIT"
+        )
+    if snapshot is not None:
+        if starts_time(snapshot.strip()):
+            raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
+        return snapshot_name(snapshot)
+    if before is not None:
+        if not before.strip().isdigit():
+            raise InvalidArgument(
+                f"invalid --before {before!r}: give a commit's ts, as `rewind history TENANT "
+                "--commits` lists it"
+            )
+        return commit()
+    assert at is not None
+    return instant_arg("--at", at)

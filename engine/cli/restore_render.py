@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from engine.restore.history import History
+from engine.restore.history import CommitRecord, History
 from engine.restore.job import RestoreOutcome
 from engine.restore.journal import JobRecord
 from engine.restore.plan import ACTIONS, RestorePlan
@@ -23,18 +23,24 @@ def human_bytes(n: int) -> str:
     return str(n)
 
 
+def where_to(plan: RestorePlan) -> str:
+    """Where a plan installs, in words: a tenant in place or as a clone, or tables
+    into a tenant that exists."""
+    if plan.into_existing_tenant:
+        names = ", ".join(t.out_qualified for t in plan.tables) or "no table"
+        how = "in place" if plan.mode == "in_place" else "beside the source"
+        return f"{plan.scope} {how}: {names} in tenant {plan.target_name!r}"
+    if plan.mode == "in_place":
+        return f"into {plan.target_name!r} in place"
+    return f"as clone {plan.target_name!r}"
+
+
 def plan_table(plan: RestorePlan, executor: str, reason: str = "") -> Table:
-    where = (
-        f"into {plan.target_name!r} in place"
-        if plan.mode == "in_place"
-        else f"as clone {plan.target_name!r}"
-    )
+    where = where_to(plan)
     table = Table(
         title=f"restore plan {plan.job_id}: {plan.source.ref} to {plan.at_label} "
         f"(ts {plan.at_ts}, {format_ts(plan.at_ts)}) {where}",
-        caption=f"method physical, executor {executor}"
-        + (f" ({reason})" if reason else "")
-        + ", "
+        caption=f"method physical, executor {executor}" + (f" ({reason})" if reason else "") + ", "
         f"{len(plan.tasks)} rewrite task(s), {len(plan.snapshots)} snapshot(s) carried",
     )
     table.add_column("table")
@@ -44,6 +50,8 @@ def plan_table(plan: RestorePlan, executor: str, reason: str = "") -> Table:
     for t in plan.tables:
         totals = t.totals()
         name = t.qualified + (" (dropped)" if t.dropped_ts is not None else "")
+        if t.out_qualified != t.qualified:
+            name += f" -> {t.out_qualified}"
         table.add_row(
             name, *[c for a in ACTIONS for c in (f"{totals[a][0]:,}", human_bytes(totals[a][1]))]
         )
@@ -64,7 +72,9 @@ def plan_json(plan: RestorePlan, executor: str, reason: str = "") -> dict[str, A
         "job_id": plan.job_id,
         "source": plan.source.ref,
         "target": plan.target_name,
+        "scope": plan.scope,
         "mode": plan.mode,
+        "replaces_tables": len(plan.replaced_table_ids),
         "method": "physical",
         "executor": executor,
         "executor_reason": reason,
@@ -73,6 +83,7 @@ def plan_json(plan: RestorePlan, executor: str, reason: str = "") -> dict[str, A
         "tables": [
             {
                 "table": t.qualified,
+                "to": t.out_qualified,
                 "dropped": t.dropped_ts is not None,
                 **{a: {"objects": c, "bytes": b} for a, (c, b) in t.totals().items()},
             }
@@ -88,7 +99,11 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
     return {
         "job_id": outcome.job_id,
         "state": "done",
+        "scope": outcome.plan.scope,
         "tenant": outcome.tenant.ref,
+        "tables": [t.out_qualified for t in outcome.plan.tables]
+        if outcome.plan.into_existing_tenant
+        else None,
         "retired": None
         if outcome.plan.replaced_tenant_id is None
         else f"{outcome.plan.target_name}@{outcome.plan.replaced_tenant_id}",
@@ -109,8 +124,13 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
 
 def outcome_lines(outcome: RestoreOutcome) -> list[str]:
     data = outcome_json(outcome)
+    what = (
+        f"{', '.join(data['tables']) or 'no table'} of tenant {outcome.tenant.ref}"
+        if data["tables"] is not None
+        else f"tenant {outcome.tenant.ref}"
+    )
     head = (
-        f"restore job {outcome.job_id} done ({outcome.method}): tenant {outcome.tenant.ref} at "
+        f"restore job {outcome.job_id} done ({outcome.method}): {what} at "
         f"{outcome.plan.at_label} (ts {outcome.plan.at_ts})"
     )
     if outcome.method == "logical":
@@ -139,6 +159,12 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
                 f"{', '.join(outcome.workers[:4])}{' ...' if len(outcome.workers) > 4 else ''} "
                 f"(driver {data['driver']})"
             )
+    if outcome.plan.replaced_table_ids:
+        lines.append(
+            f"the {len(outcome.plan.replaced_table_ids)} table(s) it replaced stay readable at "
+            "times before the restore; undo by restoring them to such a time "
+            f"(`rewind restore-{outcome.plan.scope} {outcome.plan.target_name} ... --at TIME`)"
+        )
     if data["retired"]:
         lines.append(
             f"the previous tenant {data['retired']} is retired; undo with "
@@ -157,6 +183,7 @@ def job_json(job: JobRecord) -> dict[str, Any]:
     return {
         "job_id": job.id,
         "state": job.state,
+        "scope": job.plan.scope,
         "mode": job.plan.mode,
         "source": job.plan.source.ref,
         "target": job.plan.target_name,
@@ -202,7 +229,7 @@ def history_tables(hist: History) -> list[Table]:
         jobs.add_row(
             j["job_id"],
             j["state"],
-            j["mode"],
+            j["mode"] if j["scope"] == "tenant" else f"{j['scope']} {j['mode']}",
             j["source"],
             j["target"],
             j["at"]["label"],
@@ -211,3 +238,47 @@ def history_tables(hist: History) -> list[Table]:
             (job.error or "")[:120],
         )
     return [lineage, jobs]
+
+
+def commit_json(commit: CommitRecord) -> dict[str, Any]:
+    return {
+        "ts": commit.ts,
+        "time": format_ts(commit.ts),
+        "tenant": commit.tenant,
+        "table": commit.table,
+        "kind": commit.kind,
+        "rows_upserted": commit.upserted,
+        "rows_deleted": commit.deleted,
+        "objects": commit.objects,
+        "bytes": commit.bytes,
+    }
+
+
+def commits_table(tenant: str, commits: list[CommitRecord]) -> Table:
+    table = Table(
+        title=f"commits of {tenant} (newest first)",
+        caption="restore to just before one with --before TS",
+    )
+    for col, justify in (
+        ("ts", "right"),
+        ("time", "left"),
+        ("table", "left"),
+        ("kind", "left"),
+        ("upserted", "right"),
+        ("deleted", "right"),
+        ("bytes", "right"),
+        ("tenant", "left"),
+    ):
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for c in commits:
+        table.add_row(
+            str(c.ts),
+            format_ts(c.ts),
+            c.table,
+            c.kind,
+            f"{c.upserted:,}" if c.kind == "write" else "",
+            f"{c.deleted:,}" if c.kind == "write" else "",
+            human_bytes(c.bytes) if c.bytes else "",
+            c.tenant,
+        )
+    return table

@@ -48,8 +48,8 @@ def create(
         str | None,
         typer.Option(
             "--at",
-            help="Snapshot an earlier, still protected time: an ISO-8601 instant or a ts in µs "
-            "(default: now).",
+            help="Snapshot an earlier, still protected time: -1h, PT15M (that long ago), "
+            "an ISO-8601 instant or a ts in µs (default: now).",
             show_default=False,
         ),
     ] = None,

@@ -79,11 +79,23 @@ def create(
 
 
 @app.command("list")
-def list_(ctx: typer.Context, tenant: Tenant) -> None:
-    """List the tenant's live tables with their columns and keys."""
+def list_(
+    ctx: typer.Context,
+    tenant: Tenant,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="The tables as they were then: a snapshot name or a protected time "
+            "(-1h, an ISO-8601 instant, a ts).",
+        ),
+    ] = None,
+) -> None:
+    """List the tenant's live tables (or those live at ``--as-of``) with their columns
+    and keys."""
     state = cli_state(ctx)
     tenant_arg(tenant)
-    tables = state.store().tables(tenant)
+    tables = state.store().tables(tenant, as_of)
     if state.json:
         render.emit_json([render.table_json(t) for t in tables])
     else:

@@ -21,6 +21,7 @@ from tenants.catalog.base import wall_clock_us
 from tenants.catalog.install import installed_tenant
 from tenants.catalog.jobs import job_lease, job_state, request_stop
 from tenants.catalog.pins import release_pins
+from tenants.catalog.table_restore import release_locks, tables_installed_by
 from tenants.errors import InvalidArgument, RewindError
 from tenants.store import TableStore
 
@@ -86,10 +87,20 @@ def _ask_to_stop(store: TableStore, job: JobRecord, wait_s: float) -> JobRecord:
 def _refuse_finished(tx: Tx, job: JobRecord) -> None:
     """A done or cancelled job, or one whose tenant is installed, is not cancelled."""
     state = job_state(tx, job.id)
-    installed = installed_tenant(tx, job.plan.new_tenant_id)
+    installed = (
+        tables_installed_by(tx, job.id) > 0
+        if job.plan.into_existing_tenant
+        else installed_tenant(tx, job.plan.new_tenant_id) is not None
+    )
     if state == "cancelled":
         raise InvalidArgument(f"restore job {job.id} is cancelled; it cannot be cancelled")
-    if installed is not None or state == "done":
+    if installed and job.plan.into_existing_tenant:
+        raise AlreadyInstalled(
+            f"restore job {job.id} already installed its tables into tenant "
+            f"{job.plan.target_name}@{job.plan.new_tenant_id}, so it cannot be cancelled; to "
+            "undo it, restore the table to a time before it"
+        )
+    if installed or state == "done":
         ref = f"{job.plan.target_name}@{job.plan.new_tenant_id}"
         if state != "done":
             raise AlreadyInstalled(
@@ -102,6 +113,18 @@ def _refuse_finished(tx: Tx, job: JobRecord) -> None:
             f"cancelled; to undo it, restore {job.plan.target_name!r} to a time before it "
             "(`rewind history` lists the retired tenant and its snapshots)"
         )
+
+
+def output_prefixes(job: JobRecord) -> list[str]:
+    """Where a job writes: its new tenant's prefix, or, for a table or database
+    restore into a tenant that exists, each new table's prefix (never the
+    tenant's, which holds its other tables), and its staging area."""
+    plan = job.plan
+    if plan.into_existing_tenant:
+        prefixes = [f"tenants/{plan.new_tenant_id}/{t.new_table_id}/" for t in plan.tables]
+    else:
+        prefixes = [f"tenants/{plan.new_tenant_id}/"]
+    return [*prefixes, f"{staging_root(job.id)}/"]
 
 
 def cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobRecord:
@@ -121,6 +144,7 @@ def cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobR
             )
         transition(tx, job.id, "cancelled", expect=ACTIVE_STATES, holder=holder)
         release_pins(tx, job.id)
+        release_locks(tx, job.id)
         if job.method == "logical":
             from engine.logical.reload import wipe_staging
 
@@ -129,7 +153,7 @@ def cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobR
     # will install one (a paused holder's install is conditional on its lease and
     # on the job's state). Its outputs are unreferenced; a crash here leaves them
     # as orphans for GC's sweep.
-    for prefix in (f"tenants/{job.plan.new_tenant_id}/", f"{staging_root(job.id)}/"):
+    for prefix in output_prefixes(job):
         store.objects.delete_many(info.key for info in store.objects.list(prefix))
     log.info("restore job %s of tenant %s cancelled", job.id, job.plan.source.ref)
     return load_job(store.catalog, job.id)

@@ -8,6 +8,11 @@ however many there are; for an in-place restore the current holder
 of the name is retired (kept for the retention period, undoable) and the
 name passes to the new tenant; the job becomes done and its pins go. After
 the commit, a write addressed to the retired tenant id fails.
+
+A table or database restore installs into the tenant that exists: the
+tables it replaces are dropped (kept, like a retired tenant, for as long as
+the tenant's snapshots and PITR window reach back before the restore) and the
+new ones created, in the same single transaction; the job's holds on them go.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from engine.restore.journal import transition
 from engine.restore.plan import RestorePlan
 from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Tx
+from tenants.catalog.commits import record_commit
 from tenants.catalog.install import (
     has_reuse_pins,
     insert_database,
@@ -32,6 +38,12 @@ from tenants.catalog.pins import release_pins
 from tenants.catalog.pitr import insert_pitr_window
 from tenants.catalog.schedules import insert_schedule
 from tenants.catalog.snapshots import insert_snapshots
+from tenants.catalog.table_restore import (
+    drop_replaced_tables,
+    insert_restored_tables,
+    live_database,
+    release_locks,
+)
 from tenants.catalog.tenants import active_holder_id
 from tenants.catalog.totals import add_totals, recount
 from tenants.errors import ConcurrentModification, InvalidArgument
@@ -41,6 +53,7 @@ from tenants.tenancy import (
     TenantRecord,
     retire_tenant,
     tenant_by_id,
+    touch_tenant,
 )
 
 
@@ -60,6 +73,11 @@ def install(
     with catalog.transaction() as tx:
         transition(tx, plan.job_id, "done", expect=("installing",), holder=holder)
         ts = tx.commit_ts()
+        if plan.into_existing_tenant:
+            target = _install_tables(tx, plan, results, ts)
+            release_pins(tx, plan.job_id)
+            mark_installed(tx, plan.job_id, ts)
+            return target
         if plan.replaced_tenant_id is not None:
             replaced = tenant_by_id(tx, plan.replaced_tenant_id)
             if replaced.state != "active" or replaced.name != plan.target_name:
@@ -127,6 +145,70 @@ def create_tables(
             for v in table.schema_versions
         ],
     )
+
+
+def _install_tables(
+    tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int
+) -> TenantRecord:
+    """A table or database restore: drop the tables it replaces (the job holds
+    them) and create the new ones in the existing tenant, created at ``ts``
+    with their schema history up to S and their lineage."""
+    target = tenant_by_id(tx, plan.new_tenant_id)
+    if target.state != "active":
+        raise ConcurrentModification(
+            f"restore job {plan.job_id}: tenant {target.ref} was dropped while the job ran; "
+            "cancel the job"
+        )
+    drop_replaced_tables(tx, plan.job_id, plan.replaced_table_ids, ts)
+    database_ids: dict[str, str] = {}
+    for name, (planned_id, _) in plan.databases.items():
+        live = live_database(tx, target.id, name)
+        if live is None:
+            insert_database(tx, planned_id, target.id, name, ts)
+        database_ids[name] = planned_id if live is None else str(live["id"])
+    insert_restored_tables(
+        tx,
+        [
+            (
+                table.new_table_id,
+                target.id,
+                database_ids[table.out_database],
+                table.out_name,
+                ts,
+                table.source_table_id,
+                plan.at_ts,
+                plan.job_id,
+            )
+            for table in plan.tables
+        ],
+    )
+    insert_schema_versions(
+        tx,
+        [
+            (table.new_table_id, v.valid_from_ts, v.columns_json, v.primary_key_json, v.fingerprint)
+            for table in plan.tables
+            for v in table.schema_versions
+        ],
+    )
+    _install_objects(tx, plan, results, ts)
+    release_locks(tx, plan.job_id)
+    touch_tenant(tx, target.id, ts)
+    for table_id in plan.replaced_table_ids:
+        record_commit(tx, target.id, ts, table_id, "replace")
+    written = {r.task_id: r.output for r in results}
+    for table in plan.tables:
+        reused, reused_bytes = table.totals()["reuse"]
+        rewritten = [written[o.id] for o in table.rewrites if o.id in written]
+        record_commit(
+            tx,
+            target.id,
+            ts,
+            table.new_table_id,
+            "restore",
+            objects=reused + len(rewritten),
+            size=reused_bytes + sum(o.bytes for o in rewritten),
+        )
+    return tenant_by_id(tx, target.id)
 
 
 def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:

@@ -101,9 +101,32 @@ def restore_tenant(
         RewindError: a step failed; the job is ``failed`` and resumable.
     """
     check_level(verify)
+    return run_restore(
+        store,
+        lambda: plan_restore(store.catalog, tenant, point, to=to),
+        executor=executor,
+        verify=verify,
+        method=method,
+        progress=progress,
+    )
+
+
+def run_restore(
+    store: TableStore,
+    make_plan: Callable[[], RestorePlan],
+    *,
+    executor: str = "auto",
+    verify: str = "objects",
+    method: str = "auto",
+    progress: Progress | None = None,
+) -> RestoreOutcome:
+    """Plan with ``make_plan``, journal the job and run it: every restore's path
+    (a tenant, a database, a table). A plan that GC outdated before its job
+    started is made again, up to ``PLAN_ATTEMPTS`` times."""
+    check_level(verify)
     for attempt in range(1, PLAN_ATTEMPTS + 1):
         started = time.perf_counter()
-        plan = plan_restore(store.catalog, tenant, point, to=to)
+        plan = make_plan()
         planned = time.perf_counter() - started
         chosen, _ = choose_method(method, plan)
         choice = decide_executor(executor, plan.totals()["rewrite"][1])
@@ -133,9 +156,10 @@ def restore_tenant(
                 plan.job_id,
             )
     log.info(
-        "tenant %s: restore job %s to %s (ts %d) planned: %s",
+        "tenant %s: restore job %s (%s) to %s (ts %d) planned: %s",
         plan.source.ref,
         job.id,
+        plan.scope,
         plan.at_label,
         plan.at_ts,
         plan.totals(),
@@ -177,6 +201,12 @@ def choose_method(method: str, plan: RestorePlan) -> tuple[str, str]:
     catalog and validated every fingerprint), so ``auto`` picks physical."""
     if method not in ("auto", "physical", "logical"):
         raise InvalidArgument(f"unknown restore method {method!r}: use physical, logical or auto")
+    if method == "logical" and plan.into_existing_tenant:
+        raise InvalidArgument(
+            f"a {plan.scope} restore is physical only: it installs tables into tenant "
+            f"{plan.target_name!r}; use --method physical (or auto), or restore the whole "
+            "tenant logically with `rewind restore-tenant --method logical`"
+        )
     if method != "auto":
         return method, f"{method} on request"
     reuse, rewrite = plan.totals()["reuse"][0], plan.totals()["rewrite"][0]
@@ -365,10 +395,11 @@ def _failed(store: TableStore, job: JobRecord, error: Exception, holder: str) ->
     _fail(store, job, error, holder)
     if not isinstance(error, RewindError):
         return error
-    name = job.plan.source.name
+    name = job.plan.target_name if job.plan.into_existing_tenant else job.plan.source.name
     return type(error)(
         f"{error} — restore job {job.id} failed; resume with "
-        f"`rewind restore-tenant {name} --resume {job.id}` or cancel with `--cancel {job.id}`"
+        f"`rewind restore-{job.plan.scope} {name} --resume {job.id}` or cancel with "
+        f"`--cancel {job.id}`"
     )
 
 

@@ -33,6 +33,7 @@ from tenants.catalog.jobs import (
     task_state_counts,
     unfinished_job_on,
 )
+from tenants.catalog.table_restore import lock_tables
 from tenants.errors import InvalidArgument, NotFound, RestoreInProgress
 from tenants.times import format_ts
 
@@ -130,7 +131,11 @@ def start_job(
             verify=verify,
             ts=ts,
             lease=lease,
+            scope=plan.scope,
         )
+        if plan.replaced_table_ids or plan.locked_database_id:
+            # Writes and DDL to what the install replaces are refused from here on.
+            lock_tables(tx, plan.job_id, plan.replaced_table_ids, plan.locked_database_id)
         # The plan lives in its own row, written once: state changes update the
         # small job row only.
         insert_plan(tx, plan.job_id, plan.to_json())

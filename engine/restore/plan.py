@@ -47,6 +47,7 @@ from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id
 
 Action = Literal["reuse", "rewrite", "skip"]
 Mode = Literal["in_place", "clone"]
+Scope = Literal["tenant", "database", "table"]
 ACTIONS: tuple[Action, ...] = ("reuse", "rewrite", "skip")
 
 
@@ -73,10 +74,28 @@ class TablePlan:
     # (kind, fingerprint, objects, bytes) of the reused objects: the new table's
     # member totals (empty in plans journaled before member totals existed)
     reuse_groups: tuple[tuple[str, str, int, int], ...] = ()
+    # A table or database restore under another name (``--to``): the new
+    # table's database and name (None: the source's).
+    target_database: str | None = None
+    target_name: str | None = None
 
     @property
     def qualified(self) -> str:
+        """The source table's name at S."""
         return f"{self.database}.{self.name}"
+
+    @property
+    def out_database(self) -> str:
+        return self.target_database or self.database
+
+    @property
+    def out_name(self) -> str:
+        return self.target_name or self.name
+
+    @property
+    def out_qualified(self) -> str:
+        """The new table's name."""
+        return f"{self.out_database}.{self.out_name}"
 
     def record(self, table_id: str, tenant_id: str) -> TableRecord:
         """The table as of S (its newest schema version at or before S), for a read."""
@@ -150,6 +169,19 @@ class RestorePlan:
     # The catalog's last commit ts in the snapshot the plan read: the job's tables
     # inherit their sources as of it (0 in plans journaled before bases existed).
     read_ts: int = 0
+    # What the job restores: "tenant" (a new tenant, ``new_tenant_id``), or
+    # "database" / "table": new tables installed into the existing tenant
+    # ``new_tenant_id`` (docs/table-restore.md).
+    scope: Scope = "tenant"
+    # A table or database restore in place: the live tables its install drops
+    # (the job holds them while it runs), and the database it holds.
+    replaced_table_ids: tuple[str, ...] = ()
+    locked_database_id: str | None = None
+
+    @property
+    def into_existing_tenant(self) -> bool:
+        """Whether the install adds tables to a tenant that exists (not a new one)."""
+        return self.scope != "tenant"
 
     def totals(self) -> dict[Action, tuple[int, int]]:
         out: dict[Action, tuple[int, int]] = {a: (0, 0) for a in ACTIONS}
@@ -194,6 +226,7 @@ class RestorePlan:
                 "tables": tables,
                 "snapshots": tuple(SnapshotPlan(**s) for s in raw["snapshots"]),
                 "tasks": tasks,
+                "replaced_table_ids": tuple(raw.get("replaced_table_ids", ())),
             }
         )
 
@@ -285,7 +318,9 @@ def plan_in(
         if s.ts <= at_ts
     )
     oldest_needed = min([at_ts] + [s.ts for s in snapshots])
-    tables, databases = _plan_tables(tx, source, at_ts, oldest_needed)
+    tables, databases = plan_tables(
+        tx, source, plan_table_rows(tx, source.id, at_ts, oldest_needed), at_ts
+    )
     pitr = get_pitr(tx, source)
     schedule = get_schedule(tx, source)
     new_tenant_id = new_id()
@@ -321,10 +356,12 @@ def plan_in(
     )
 
 
-def _plan_tables(
-    tx: Tx, source: TenantRecord, at_ts: int, oldest_needed: int
+def plan_tables(
+    tx: Tx, source: TenantRecord, rows: Sequence[Row], at_ts: int
 ) -> tuple[tuple[TablePlan, ...], dict[str, tuple[str, int]]]:
-    rows = plan_table_rows(tx, source.id, at_ts, oldest_needed)
+    """A ``TablePlan`` of each of the source's ``tables`` rows (with
+    ``database_name`` and ``database_created_ts``) at ``at_ts``, and the
+    databases they need, by name: (new id, creation ts)."""
     # Each read covers every table at once: a tenant of many tables is planned
     # in a few round trips, not a few per table (docs/membership.md).
     table_ids = [row["id"] for row in rows]

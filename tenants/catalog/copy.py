@@ -55,6 +55,7 @@ COPY_ORDER = (
     "restore_tasks",
     "job_pins",
     "gc_pending",
+    "commits",
 )
 OWN_META_KEYS = ("schema_version", "ddl_fingerprint")  # each catalog's own, never copied
 BATCH_ROWS = 10_000

@@ -166,6 +166,7 @@ def purge_tenant_rows(tx: Tx, tenant_id: str, ts: int) -> tuple[int, int]:
     """
     snapshots = tx.execute("DELETE FROM snapshots WHERE tenant_id = ?", (tenant_id,))
     tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant_id,))
+    tx.execute("DELETE FROM commits WHERE tenant_id = ?", (tenant_id,))  # its history is gone
     tx.execute("DELETE FROM pitr_windows WHERE tenant_id = ?", (tenant_id,))
     ended = tx.execute(
         "UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL "

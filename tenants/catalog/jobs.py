@@ -52,6 +52,7 @@ def insert_job(
     verify: str,
     ts: int,
     lease: tuple[str, int] | None,
+    scope: str = "tenant",
 ) -> None:
     """Journal a new job as ``planned`` at ``ts``, holding ``lock_name``; ``lease``
     (holder, expiry µs) makes its starter the holder from the first commit.
@@ -80,6 +81,7 @@ def insert_job(
                 ts,
                 ts,
                 *(lease if lease is not None else (None, None)),
+                scope,
             ),
         )
 
@@ -88,8 +90,8 @@ def _insert_job_row(tx: Tx, values: tuple[object, ...]) -> None:
     tx.execute(
         "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
         "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, "
-        "created_ts, updated_ts, lease_holder, lease_expires_us) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?, ?)",
+        "created_ts, updated_ts, lease_holder, lease_expires_us, scope) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?, ?, ?)",
         values,
     )
 

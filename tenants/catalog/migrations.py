@@ -258,6 +258,36 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 WHERE m.removed_ts IS NULL GROUP BY m.table_id, o.kind, o.fingerprint""",
         ],
     ),
+    (
+        "restoring a table or a database: job scope, write locks, table lineage",
+        [
+            # What a job restores: a whole tenant, one database or one table.
+            "ALTER TABLE restore_jobs ADD COLUMN scope VARCHAR(16) NOT NULL DEFAULT 'tenant'",
+            # The restore job that holds a live table (or a database) while it
+            # runs: writes and DDL to it are refused until the job installs or
+            # is cancelled (docs/table-restore.md).
+            "ALTER TABLE tables ADD COLUMN lock_job_id VARCHAR(32)",
+            "ALTER TABLE databases ADD COLUMN lock_job_id VARCHAR(32)",
+            # A restored table's lineage: the table and ts it was restored from,
+            # by which job.
+            "ALTER TABLE tables ADD COLUMN source_table_id VARCHAR(32)",
+            "ALTER TABLE tables ADD COLUMN source_ts BIGINT",
+            "ALTER TABLE tables ADD COLUMN restore_job_id VARCHAR(32)",
+            # One row per commit per table, what `rewind history --commits` lists
+            # so a user can find the bad one and restore to just before it.
+            """CREATE TABLE commits (
+                tenant_id VARCHAR(32) NOT NULL,
+                ts BIGINT NOT NULL,
+                table_id VARCHAR(32) NOT NULL,
+                kind VARCHAR(16) NOT NULL,
+                rows_upserted BIGINT NOT NULL DEFAULT 0,
+                rows_deleted BIGINT NOT NULL DEFAULT 0,
+                objects INTEGER NOT NULL DEFAULT 0,
+                bytes BIGINT NOT NULL DEFAULT 0,
+                PRIMARY KEY (tenant_id, ts, table_id))""",
+            "CREATE INDEX commits_table ON commits (table_id, ts)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

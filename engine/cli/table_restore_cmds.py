@@ -1,0 +1,300 @@
+"""``rewind restore-table``, ``rewind restore-database`` and ``rewind table undrop``.
+
+Thin shells over engine.restore.tables, shaped like ``restore-tenant``: plan
+(print it; stop on ``--dry-run``), then run the journaled job; ``--resume``
+and ``--cancel`` act on an existing job of the tenant.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from engine.cli import render
+from engine.cli.context import cli_state, table_arg, tenant_arg
+from engine.cli.restore_cmds import job_action, print_outcome, progress_bar, restore_point
+from engine.cli.restore_render import plan_json, plan_table
+from engine.executors.base import check_executor, decide_executor
+from engine.restore.history import before_commit
+from engine.restore.plan import RestorePlan
+from engine.restore.table_plan import plan_database_restore, plan_table_restore
+from engine.restore.tables import restore_database, restore_table
+from engine.restore.verify import check_level
+from tenants.errors import InvalidArgument
+from tenants.names import object_name, tenant_name
+
+Tenant = Annotated[
+    str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
+]
+Snapshot = Annotated[
+    str | None,
+    typer.Option("--snapshot", help="Snapshot name (searched through the tenant's lineage)."),
+]
+At = Annotated[
+    str | None,
+    typer.Option(
+        "--at",
+        help="A protected time: -1h, PT15M (that long ago), now, an ISO-8601 instant or a ts in µs.",
+    ),
+]
+Before = Annotated[
+    str | None,
+    typer.Option(
+        "--before",
+        metavar="COMMIT",
+        help="Just before this commit (its ts, from `rewind history TENANT --commits`).",
+    ),
+]
+ToTenant = Annotated[
+    str | None,
+    typer.Option("--to-tenant", metavar="OTHER", help="Restore into this other (existing) tenant."),
+]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")]
+Yes = Annotated[
+    bool, typer.Option("--yes", "-y", help="Replace in place without asking (scripts).")
+]
+Executor = Annotated[
+    str, typer.Option("--executor", help="local, spark or auto (the plan says why).")
+]
+Verify = Annotated[str, typer.Option("--verify", help="none, objects or full.")]
+Resume = Annotated[
+    str | None,
+    typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
+]
+Cancel = Annotated[
+    str | None,
+    typer.Option("--cancel", metavar="JOB", help="Cancel a job; its outputs and holds go."),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def restore_table_cmd(
+    ctx: typer.Context,
+    tenant: Tenant,
+    table: Annotated[
+        str | None,
+        typer.Argument(metavar="DB.TABLE", help="The table to restore.", show_default=False),
+    ] = None,
+    snapshot: Snapshot = None,
+    at: At = None,
+    before: Before = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", metavar="DB.NEW_TABLE", help="Restore beside it, as a new table."),
+    ] = None,
+    to_tenant: ToTenant = None,
+    dry_run: DryRun = False,
+    yes: Yes = False,
+    executor: Executor = "auto",
+    verify: Verify = "objects",
+    resume: Resume = None,
+    cancel: Cancel = None,
+    json_output: Json = False,
+) -> None:
+    """Restore one table to a snapshot or protected time.
+
+    The other tables keep every later write. In place, the table's content and schema become what they were then; the
+    table as it was stays readable at earlier times (undo by restoring to one).
+    Writes to it are refused while the job runs.
+    """
+    state = cli_state(ctx)
+    as_json = json_output or state.json
+    tenant_arg(tenant)
+    if table is not None:
+        table_arg(table)
+    if to is not None:
+        table_arg(to)
+    if to_tenant is not None:
+        tenant_name(to_tenant)
+    check_level(verify)
+    check_executor(executor)
+    if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run):
+        job_action(state.store(), tenant, resume, cancel, as_json)
+        return
+    if table is None:
+        raise InvalidArgument("say which table to restore: rewind restore-table TENANT DB.TABLE")
+    point = restore_point(
+        snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
+    )
+    store = state.store()
+    _run(
+        lambda: plan_table_restore(
+            store.catalog, tenant, table, point, to=to, to_tenant=to_tenant
+        ),
+        lambda report: restore_table(
+            store, tenant, table, point, to=to, to_tenant=to_tenant,
+            executor=executor, verify=verify, progress=report,
+        ),
+        executor=executor,
+        dry_run=dry_run,
+        yes=yes,
+        as_json=as_json,
+    )  # fmt: skip
+
+
+def restore_database_cmd(
+    ctx: typer.Context,
+    tenant: Tenant,
+    database: Annotated[
+        str | None,
+        typer.Argument(metavar="DB", help="The database to restore.", show_default=False),
+    ] = None,
+    snapshot: Snapshot = None,
+    at: At = None,
+    before: Before = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", metavar="NEW_DB", help="Restore beside it, as a new database."),
+    ] = None,
+    to_tenant: ToTenant = None,
+    dry_run: DryRun = False,
+    yes: Yes = False,
+    executor: Executor = "auto",
+    verify: Verify = "objects",
+    resume: Resume = None,
+    cancel: Cancel = None,
+    json_output: Json = False,
+) -> None:
+    """Restore every table of one database to a snapshot or protected time.
+
+    One install: tables created since are dropped, tables dropped since come
+    back; other databases keep every later write.
+    """
+    state = cli_state(ctx)
+    as_json = json_output or state.json
+    tenant_arg(tenant)
+    if database is not None:
+        object_name(database, "database")
+    if to is not None:
+        object_name(to, "database")
+    if to_tenant is not None:
+        tenant_name(to_tenant)
+    check_level(verify)
+    check_executor(executor)
+    if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run):
+        job_action(state.store(), tenant, resume, cancel, as_json)
+        return
+    if database is None:
+        raise InvalidArgument("say which database to restore: rewind restore-database TENANT DB")
+    point = restore_point(
+        snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
+    )
+    store = state.store()
+    _run(
+        lambda: plan_database_restore(
+            store.catalog, tenant, database, point, to=to, to_tenant=to_tenant
+        ),
+        lambda report: restore_database(
+            store, tenant, database, point, to=to, to_tenant=to_tenant,
+            executor=executor, verify=verify, progress=report,
+        ),
+        executor=executor,
+        dry_run=dry_run,
+        yes=yes,
+        as_json=as_json,
+    )  # fmt: skip
+
+
+def undrop_cmd(
+    ctx: typer.Context,
+    tenant: Tenant,
+    table: Annotated[
+        str, typer.Argument(metavar="DB.TABLE", help="The dropped table.", show_default=False)
+    ],
+    as_name: Annotated[
+        str | None,
+        typer.Option("--as", metavar="DB.NEW_TABLE", help="Bring it back under this name."),
+    ] = None,
+    dry_run: DryRun = False,
+    executor: Executor = "auto",
+    json_output: Json = False,
+) -> None:
+    """Bring back the most recently dropped table of that name.
+
+    Its data comes back as at the drop, while the tenant's snapshots or PITR
+    window reach back before it.
+    """
+    from engine.restore.tables import undrop_table
+
+    state = cli_state(ctx)
+    as_json = json_output or state.json
+    tenant_arg(tenant)
+    table_arg(table)
+    if as_name is not None:
+        table_arg(as_name)
+    check_executor(executor)
+    store = state.store()
+    _run(
+        lambda: plan_table_restore(store.catalog, tenant, table, None, to=as_name, undrop=True),
+        lambda report: undrop_table(store, tenant, table, as_name=as_name, executor=executor),
+        executor=executor,
+        dry_run=dry_run,
+        yes=True,  # an undrop replaces nothing
+        as_json=as_json,
+    )
+
+
+def _job_given(
+    resume: str | None,
+    cancel: str | None,
+    snapshot: str | None,
+    at: str | None,
+    to: str | None,
+    to_tenant: str | None,
+    dry_run: bool,
+) -> bool:
+    if not (resume or cancel):
+        return False
+    if snapshot or at or to or to_tenant or dry_run:
+        raise InvalidArgument(
+            "--resume/--cancel take only a job id, not --snapshot/--at/--to/--to-tenant/--dry-run"
+        )
+    return True
+
+
+def _run(
+    make_plan: Callable[[], RestorePlan],
+    run: Callable[..., object],
+    *,
+    executor: str,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Plan (and stop on ``--dry-run``); an in-place restore that replaces tables
+    asks first on a terminal unless ``--yes``; then run the job."""
+    if dry_run:
+        plan = make_plan()
+        chosen = decide_executor(executor, plan.totals()["rewrite"][1])
+        if as_json:
+            render.emit_json(plan_json(plan, chosen.name, chosen.reason))
+        else:
+            render.show(plan_table(plan, chosen.name, chosen.reason))
+            render.say("dry run: nothing was changed")
+        return
+    if not (yes or as_json) and sys.stdin.isatty():
+        plan = make_plan()
+        if plan.replaced_table_ids and not _confirmed(plan):
+            raise InvalidArgument("not confirmed: nothing was changed (pass --yes to skip asking)")
+    with progress_bar(as_json) as report:
+        outcome = run(report)
+    print_outcome(outcome, as_json)  # type: ignore[arg-type]
+
+
+def _confirmed(plan: RestorePlan) -> bool:
+    """Ask before replacing live tables (a person is at a terminal; scripts and
+    pipes are not asked: their command line is the decision)."""
+    render.show(plan_table(plan, "auto"))
+    return typer.confirm(
+        f"replace {len(plan.replaced_table_ids)} live table(s) of tenant {plan.target_name!r} "
+        f"with their state at {plan.at_label}? (the current ones stay readable at earlier times)"
+    )
+
+
+def register(app: typer.Typer, table_app: typer.Typer) -> None:
+    app.command("restore-table")(restore_table_cmd)
+    app.command("restore-database")(restore_database_cmd)
+    table_app.command("undrop")(undrop_cmd)
