@@ -3,7 +3,8 @@
 Hypothesis generates histories of writes (new keys, updates, deletes, a key
 deleted and upserted in one commit) on two tables, snapshots created and
 dropped, partial and full compactions, restores (clones and in place, of
-active and of dropped tenants, at snapshots and at "now"), tenant drops,
+active and of dropped tenants, at snapshots and at "now"), table restores in
+place (the replaced table stays readable at earlier snapshots), tenant drops,
 purges, clock moves (minutes to past the retention) and GC runs (no grace, or
 the real one-hour grace) interleaved. Each tenant id has its own oracle: a
 restore copies its source's events up to the restore point.
@@ -36,6 +37,8 @@ from oracle import ModelTable, Oracle, Row
 from engine.gc.retention import purge_tenant
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
+from engine.restore.journal import load_job
+from engine.restore.tables import restore_table
 from tenants.catalog.base import wall_clock_us
 from tenants.catalog.totals import counted, totals_of
 from tenants.compaction import DEFAULT_TARGET_BYTES
@@ -106,6 +109,13 @@ class Restore:
 
 
 @dataclass(frozen=True)
+class RestoreTable:
+    pick: int  # an active tenant
+    table: str
+    point: int  # index into its snapshots + [now]
+
+
+@dataclass(frozen=True)
 class DropTenant:
     pick: int
 
@@ -127,7 +137,18 @@ class Gc:
     threshold: float
 
 
-Op = Write | Snapshot | DropSnapshot | Compact | Restore | DropTenant | Purge | Advance | Gc
+Op = (
+    Write
+    | Snapshot
+    | DropSnapshot
+    | Compact
+    | Restore
+    | RestoreTable
+    | DropTenant
+    | Purge
+    | Advance
+    | Gc
+)
 
 
 def _key(table: str, row: Row) -> tuple[Any, ...]:
@@ -168,6 +189,7 @@ ops: st.SearchStrategy[Op] = st.one_of(
     ),
     st.builds(Restore, picks, st.integers(0, 9), st.booleans()),
     st.builds(Restore, picks, st.integers(0, 9), st.booleans()),
+    st.builds(RestoreTable, picks, st.sampled_from(["items", "orders"]), st.integers(0, 9)),
     st.builds(DropTenant, picks),
     st.builds(DropTenant, picks),
     st.builds(Purge, picks),
@@ -209,11 +231,40 @@ class Clock:
         return self.fixed
 
 
+class TableHistory(Oracle):
+    """An oracle whose tables an in-place table restore replaced: reads before the
+    restore's ts see the table it replaced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.earlier: dict[str, list[tuple[int, ModelTable]]] = {}  # (until ts, table)
+
+    def replace(self, table: str, ts: int, at_ts: int) -> None:
+        """From ``ts`` on, ``table`` holds what it held at ``at_ts``."""
+        current = self.segment(table, at_ts)
+        self.earlier.setdefault(table, []).append((ts, self.tables[table]))
+        self.tables[table] = ModelTable(
+            current.primary_key, [e for e in current.events if e.ts <= at_ts]
+        )
+
+    def segment(self, table: str, ts: int) -> ModelTable:
+        """The model table ``table`` read at ``ts``."""
+        for until, model in self.earlier.get(table, []):
+            if ts < until:
+                return model
+        return self.tables[table]
+
+    def read(self, table: str, as_of: int) -> list[Row]:
+        probe = Oracle()
+        probe.tables[table] = self.segment(table, as_of)
+        return probe.read(table, as_of)
+
+
 @dataclass
 class Tenant:
     id: str
     name: str
-    oracle: Oracle
+    oracle: TableHistory
     snapshots: dict[str, int] = field(default_factory=dict)
     state: str = "active"  # active | dropped | purged
 
@@ -238,7 +289,7 @@ class Model:
         self.gcs = 0
         for name in ("t0", "t1"):
             record = self.store.create_tenant(name)
-            oracle = Oracle()
+            oracle = TableHistory()
             for table, schema in SCHEMAS.items():
                 self.store.create_table(name, DB, table, schema)
                 oracle.create_table(table, schema.primary_key)
@@ -303,6 +354,8 @@ class Model:
                 )
         elif isinstance(op, Restore):
             self.restore(op)
+        elif isinstance(op, RestoreTable):
+            self.restore_table(op)
         elif isinstance(op, DropTenant):
             tenant = self.of(("active",), op.pick)
             if tenant is not None:
@@ -335,8 +388,9 @@ class Model:
         clone = None if in_place else self.fresh("c")
         outcome = restore_tenant(self.store, source.ref, point, to=clone, executor="local")
         assert outcome.plan.source.id == source.id and outcome.plan.at_ts == at_ts
-        oracle = Oracle()
-        for table, model in source.oracle.tables.items():
+        oracle = TableHistory()
+        for table in source.oracle.tables:
+            model = source.oracle.segment(table, at_ts)
             oracle.tables[table] = ModelTable(
                 model.primary_key, [e for e in model.events if e.ts <= at_ts]
             )
@@ -347,6 +401,24 @@ class Model:
             source.state = "dropped"
         self.tenants.append(new)
         self.event("restore in place" if in_place else "restore as clone")
+
+    def restore_table(self, op: RestoreTable) -> None:
+        """One table of an active tenant in place, at a snapshot or now: the old
+        table stays readable at the tenant's earlier snapshots."""
+        tenant = self.of(("active",), op.pick)
+        if tenant is None:
+            return
+        points: list[tuple[str | int, int]] = sorted(
+            tenant.snapshots.items(), key=lambda p: (p[1], p[0])
+        )
+        now = self.store.now()
+        points.append((now, now))
+        point, at_ts = points[op.point % len(points)]
+        outcome = restore_table(self.store, tenant.ref, f"{DB}.{op.table}", point, executor="local")
+        installed = load_job(self.store.catalog, outcome.job_id).installed_ts
+        assert installed is not None
+        tenant.oracle.replace(op.table, installed, at_ts)
+        self.event("table restore in place")
 
     def gc(self, op: Gc) -> None:
         store = self.store

@@ -105,6 +105,7 @@ class RestoreTable:
 class RestoreDatabase:
     point: int
     by_snapshot: bool
+    mode: Literal["in_place", "to", "to_tenant"] = "in_place"
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,19 @@ writes = st.builds(
     ).map(tuple),
     deletes=st.lists(st.integers(0, 4), max_size=2, unique=True).map(tuple),
 )
+restore_tables = st.builds(
+    RestoreTable,
+    table=tables,
+    point=points,
+    mode=st.sampled_from(["in_place", "in_place", "to", "to_tenant"]),
+    by_snapshot=st.booleans(),
+)
+restore_databases = st.builds(
+    RestoreDatabase,
+    point=points,
+    by_snapshot=st.booleans(),
+    mode=st.sampled_from(["in_place", "in_place", "to", "to_tenant"]),
+)
 ops = st.one_of(
     writes,
     writes,
@@ -162,7 +176,12 @@ ops = st.one_of(
         mode=st.sampled_from(["in_place", "in_place", "to", "to_tenant"]),
         by_snapshot=st.booleans(),
     ),
-    st.builds(RestoreDatabase, point=points, by_snapshot=st.booleans()),
+    st.builds(
+        RestoreDatabase,
+        point=points,
+        by_snapshot=st.booleans(),
+        mode=st.sampled_from(["in_place", "in_place", "to", "to_tenant"]),
+    ),
     st.builds(RestoreTenant, point=points),
     st.just(Gc()),
 )
@@ -171,7 +190,8 @@ ops = st.one_of(
 @st.composite
 def histories(draw: st.DrawFn) -> list[Op]:
     """Some writes to every table first (so restores have something to restore),
-    then free operations."""
+    then free operations around a snapshot, a table restore and a database
+    restore (at least one of each per example)."""
     first = [
         Write(
             i,
@@ -187,7 +207,19 @@ def histories(draw: st.DrawFn) -> list[Op]:
         )
         for i in range(len(NAMES))
     ]
-    return [*first, *draw(st.lists(ops, min_size=1, max_size=MAX_STEPS))]
+    part = st.lists(ops, max_size=MAX_STEPS // 3)
+    return [
+        *first,
+        *draw(part),
+        Snapshot(),
+        *draw(part),
+        draw(writes),
+        Compact(False, DEFAULT_TARGET_BYTES),  # objects across the snapshot: straddlers
+        draw(restore_tables),
+        *draw(part),
+        draw(restore_databases),
+        *draw(part),
+    ]
 
 
 # --- the model --------------------------------------------------------------------------
@@ -388,8 +420,21 @@ class Model:
     def restore_database(self, op: RestoreDatabase) -> None:
         point, at_ts = self.point(op.point, op.by_snapshot)
         in_db = [n for n in self.tables_of(SRC) if n[1] == "db"]
+        target_tenant, target_db = SRC, "db"
+        if op.mode != "in_place":
+            self.made += 1
+            target_tenant = OTHER if op.mode == "to_tenant" else SRC
+            target_db = f"db_r{self.made}"
         try:
-            outcome = restore_database(self.store, SRC, "db", point, executor="local")
+            outcome = restore_database(
+                self.store,
+                SRC,
+                "db",
+                point,
+                to=None if op.mode == "in_place" else target_db,
+                to_tenant=OTHER if op.mode == "to_tenant" else None,
+                executor="local",
+            )
         except NotFound:
             # The database had no table then: a tenant restore to such a time
             # carried no database of that name, and none was ever created.
@@ -398,12 +443,13 @@ class Model:
         ts = self.installed_at(outcome.job_id)
         for name in in_db:
             source = self.at(name, at_ts)
+            target = (target_tenant, target_db, name[2])
             if source is not None:
-                self.restored(name, source, at_ts, ts)
-            else:
+                self.restored(target, source, at_ts, ts)
+            elif op.mode == "in_place":
                 self.end(name, ts, dropped=True)
         self.points.append((ts, None))
-        event(f"database restore, {len(outcome.plan.tables)} tables")
+        event(f"database restore {op.mode}, {len(outcome.plan.tables)} tables")
 
     def restore_tenant(self, op: RestoreTenant) -> None:
         point, at_ts = self.point(op.point, False)
