@@ -37,6 +37,12 @@ class Protection:
     def points(self) -> list[int]:
         return [ts for ts, _ in self.snapshots]
 
+    @property
+    def oldest(self) -> int:
+        """The oldest protected time: a table dropped at or before it is released
+        by GC (its history is no longer retained, and it cannot be undropped)."""
+        return min([self.current_from, *self.points, *([self.window[0]] if self.window else [])])
+
     def covers(self, ts: int) -> bool:
         if ts > self.now:
             return False

@@ -54,6 +54,10 @@ def test_find_the_bad_commit_and_restore_the_table_to_just_before_it(
     assert sorted(kinds) == ["replace", "restore"]
     jobs = as_json(rewind("--json", "history", "acme"))["jobs"]
     assert jobs[0]["scope"] == "table" and jobs[0]["state"] == "done"
+    # undo: just before the restore's own commit (the PITR window covers it)
+    undo = as_json(rewind("history", "acme", "--commits", "--json"))[0]["ts"]
+    ok(rewind("restore-table", "acme", "shop.orders", "--before", undo))
+    assert [r["id"] for r in rows_of(rewind, "acme", "shop.orders")] == [3]
 
 
 def test_to_and_to_tenant_and_relative_times(rewind: Rewind, shop: Path) -> None:
@@ -69,8 +73,18 @@ def test_to_and_to_tenant_and_relative_times(rewind: Rewind, shop: Path) -> None
     assert [r["id"] for r in rows_of(rewind, "scratch", "shop.users")] == [1, 2, 3, 4]
 
 
+def test_a_drop_says_whether_the_table_can_be_undropped(rewind: Rewind, tmp_path: Path) -> None:
+    ok(rewind("tenant", "create", "bare"))
+    ok(rewind("table", "create", "bare", "db.t", "-c", "id:int64", "-k", "id"))
+    result = ok(rewind("table", "drop", "bare", "db.t"))
+    assert "warning: tenant bare has no snapshot or PITR window" in result.stderr
+    result = rewind("table", "undrop", "bare", "db.t")
+    assert result.exit_code == 1 and "no longer retained" in result.stderr
+
+
 def test_undrop_a_table(rewind: Rewind, shop: Path) -> None:
-    ok(rewind("table", "drop", "acme", "shop.users"))
+    result = ok(rewind("table", "drop", "acme", "shop.users"))
+    assert "rewind table undrop acme shop.users" in result.stdout
     result = ok(rewind("table", "undrop", "acme", "shop.users"))
     assert "shop.users" in result.stdout
     assert [r["id"] for r in rows_of(rewind, "acme", "shop.users")] == [1, 2, 3, 4]

@@ -170,6 +170,20 @@ def test_undrop_brings_back_the_last_dropped_table_while_its_history_is_retained
         undrop_table(shop, "acme", "shop.nothing", executor="local")
 
 
+def test_undrop_retained_by_a_snapshot_alone_verifies_in_full(store: TableStore) -> None:
+    # The drop ts - 1 is no protected time (no PITR): the snapshot before the
+    # drop only retains the table. Undrop and its full verification still work.
+    store.create_tenant("acme")
+    store.create_table("acme", "db", "t", SCHEMA)
+    store.write("acme", "db", "t", upserts=rows((1, "a")))
+    store.create_snapshot("acme", "before")
+    store.write("acme", "db", "t", upserts=rows((2, "b")))
+    store.drop_table("acme", "db", "t")
+    outcome = undrop_table(store, "acme", "db.t", executor="local", verify="full")
+    assert outcome.tables_compared == 1
+    assert content(store, "acme", "db.t") == [(1, "a"), (2, "b")]
+
+
 def test_undrop_refuses_once_no_protected_time_reaches_back_before_the_drop(
     store: TableStore,
 ) -> None:

@@ -160,11 +160,7 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
                 f"(driver {data['driver']})"
             )
     if outcome.plan.replaced_table_ids:
-        lines.append(
-            f"the {len(outcome.plan.replaced_table_ids)} table(s) it replaced stay readable at "
-            "times before the restore; undo by restoring them to such a time "
-            f"(`rewind restore-{outcome.plan.scope} {outcome.plan.target_name} ... --at TIME`)"
-        )
+        lines.append(undo_line(outcome))
     if data["retired"]:
         lines.append(
             f"the previous tenant {data['retired']} is retired; undo with "
@@ -172,6 +168,22 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
         )
     lines.append("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in outcome.seconds.items()))
     return lines
+
+
+def undo_line(outcome: RestoreOutcome) -> str:
+    """How to undo an in-place table or database restore."""
+    plan = outcome.plan
+    if plan.scope == "table" and plan.tables:
+        named = plan.tables[0].out_qualified
+    else:
+        named = plan.tables[0].out_database if plan.tables else "DB"
+    return (
+        f"the {len(plan.replaced_table_ids)} table(s) it replaced stay readable at times before "
+        "the restore while a snapshot or the PITR window reaches back; undo with "
+        f"`rewind restore-{plan.scope} {plan.target_name} {named} --before {outcome.installed_ts}`"
+        f" (inside the PITR window), or bring a replaced table back beside the new one with "
+        f"`rewind table undrop {plan.target_name} DB.TABLE --as DB.OTHER`"
+    )
 
 
 def totals_line(plan: RestorePlan) -> str:

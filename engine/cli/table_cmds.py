@@ -108,11 +108,21 @@ def drop(ctx: typer.Context, tenant: Tenant, table: TableRef) -> None:
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
-    record = state.store().drop_table(tenant, database, name)
+    store = state.store()
+    record = store.drop_table(tenant, database, name)
+    guard = store.protection(tenant)
+    retained = guard.oldest < guard.current_from  # a snapshot or the PITR window reaches back
     if state.json:
-        render.emit_json(render.table_json(record))
+        render.emit_json(render.table_json(record) | {"undroppable": retained})
     else:
         render.say(f"dropped table {tenant}/{record.qualified}")
+        if retained:
+            render.say(f"`rewind table undrop {tenant} {record.qualified}` brings it back")
+        else:
+            render.warn(
+                f"tenant {tenant} has no snapshot or PITR window reaching back before this drop: "
+                "the next `rewind gc` releases the table's data and it cannot be undropped"
+            )
 
 
 NOT_NULL = ":not-null"

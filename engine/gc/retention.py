@@ -79,9 +79,5 @@ def _release_dropped_tables(tx: Tx, now: int) -> int:
     released = 0
     for row in active_tenant_rows(tx):
         tenant = TenantRecord.from_row(row)
-        guard = protection(tx, tenant)
-        oldest = min(
-            [guard.current_from] + guard.points + ([guard.window[0]] if guard.window else [])
-        )
-        released += release_tables_dropped_by(tx, tenant.id, oldest, now)
+        released += release_tables_dropped_by(tx, tenant.id, protection(tx, tenant).oldest, now)
     return released

@@ -64,8 +64,9 @@ def install(
     *,
     retention_us: int = DEFAULT_RETENTION_US,
     holder: str | None = None,
-) -> TenantRecord:
-    """Install the restored tenant and mark the job done, in one transaction.
+) -> tuple[TenantRecord, int]:
+    """Install the restored tenant and mark the job done, in one transaction;
+    return the tenant that holds the result and the install's commit ts.
 
     ``holder`` is the job's lease holder: a process that lost the lease (or
     whose job was cancelled meanwhile) installs nothing.
@@ -77,7 +78,7 @@ def install(
             target = _install_tables(tx, plan, results, ts)
             release_pins(tx, plan.job_id)
             mark_installed(tx, plan.job_id, ts)
-            return target
+            return target, ts
         if plan.replaced_tenant_id is not None:
             replaced = tenant_by_id(tx, plan.replaced_tenant_id)
             if replaced.state != "active" or replaced.name != plan.target_name:
@@ -99,7 +100,7 @@ def install(
         _carry_settings(tx, plan, ts)
         release_pins(tx, plan.job_id)
         mark_installed(tx, plan.job_id, ts)
-        return tenant_by_id(tx, plan.new_tenant_id)
+        return tenant_by_id(tx, plan.new_tenant_id), ts
 
 
 def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:

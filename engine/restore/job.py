@@ -75,6 +75,7 @@ class RestoreOutcome:
     method: str = "physical"
     executor_reason: str = ""  # why this executor (the plan output prints it)
     workers: tuple[str, ...] = ()  # the processes that ran rewrite tasks ("host pid N")
+    installed_ts: int | None = None  # the install's commit ts (physical restores)
 
 
 def restore_tenant(
@@ -285,7 +286,7 @@ def _run_physical(
     clock = time.perf_counter()
     lease.poll()
     set_state(catalog, job.id, "installing", expect=("verifying",), holder=holder)
-    tenant = install(catalog, plan, results, holder=holder)
+    tenant, installed_ts = install(catalog, plan, results, holder=holder)
     seconds["install"] = time.perf_counter() - clock
     log.info("tenant %s: restore job %s installed as %s", plan.source.ref, job.id, tenant.ref)
     return RestoreOutcome(
@@ -300,6 +301,7 @@ def _run_physical(
         tables_compared=compared,
         seconds=seconds,
         workers=tuple(sorted({r.worker for r in results if r.worker})),
+        installed_ts=installed_ts,
     )
 
 

@@ -17,14 +17,16 @@ from dataclasses import replace
 from typing import Literal
 
 from engine.restore.members import pinned, pinned_sizes
-from engine.restore.plan import RestorePlan
+from engine.restore.plan import RestorePlan, TablePlan
 from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
 from tenants.object_reader import object_row_hash
+from tenants.objects import live_objects
 from tenants.objectstore import ObjectStore
 from tenants.reads import ReadPlan, plan_read, stream_visible
 from tenants.row_hash import RowHasher
+from tenants.tenancy import find_table, tenant_by_id
 
 VerifyLevel = Literal["none", "objects", "full"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
@@ -86,7 +88,11 @@ def verify_full(
     for table in plan.tables:
         if table.dropped_ts is not None:
             continue
-        source = plan_read(catalog, plan.source.ref, table.database, table.name, plan.at_ts)
+        source = (
+            _source_at(catalog, plan, table)
+            if plan.into_existing_tenant
+            else plan_read(catalog, plan.source.ref, table.database, table.name, plan.at_ts)
+        )
         expected = _visible_hash(store, source)
         record = table.record(table.new_table_id, plan.new_tenant_id)
         candidate = ReadPlan(
@@ -109,6 +115,17 @@ def verify_full(
             )
         compared += 1
     return compared
+
+
+def _source_at(catalog: Catalog, plan: RestorePlan, table: TablePlan) -> ReadPlan:
+    """The source table read at S without asking again whether S is protected:
+    the plan checked it (or, for an undrop, that the dropped table is retained,
+    when S, its drop ts - 1, need not be), and the job's bases pin what it reads."""
+    with catalog.snapshot() as tx:
+        tenant = tenant_by_id(tx, plan.source.id)
+        record = find_table(tx, tenant, table.database, table.name, plan.at_ts)
+        objects = tuple(o for o in live_objects(tx, record.id) if o.min_ts <= plan.at_ts)
+    return ReadPlan(tenant, record, plan.at_ts, objects)
 
 
 def _visible_hash(store: ObjectStore, plan: ReadPlan) -> tuple[int, str]:
