@@ -138,14 +138,7 @@ def create_tables(
             for table in plan.tables
         ],
     )
-    insert_schema_versions(
-        tx,
-        [
-            (table.new_table_id, v.valid_from_ts, v.columns_json, v.primary_key_json, v.fingerprint)
-            for table in plan.tables
-            for v in table.schema_versions
-        ],
-    )
+    _insert_schema_versions(tx, plan)
 
 
 def _install_tables(
@@ -183,14 +176,7 @@ def _install_tables(
             for table in plan.tables
         ],
     )
-    insert_schema_versions(
-        tx,
-        [
-            (table.new_table_id, v.valid_from_ts, v.columns_json, v.primary_key_json, v.fingerprint)
-            for table in plan.tables
-            for v in table.schema_versions
-        ],
-    )
+    _insert_schema_versions(tx, plan)
     _install_objects(tx, plan, results, ts)
     release_locks(tx, plan.job_id)
     touch_tenant(tx, target.id, ts)
@@ -210,6 +196,18 @@ def _install_tables(
             size=reused_bytes + sum(o.bytes for o in rewritten),
         )
     return tenant_by_id(tx, target.id)
+
+
+def _insert_schema_versions(tx: Tx, plan: RestorePlan) -> None:
+    """Every new table's schema versions up to S."""
+    insert_schema_versions(
+        tx,
+        [
+            (table.new_table_id, v.valid_from_ts, v.columns_json, v.primary_key_json, v.fingerprint)
+            for table in plan.tables
+            for v in table.schema_versions
+        ],
+    )
 
 
 def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:

@@ -324,19 +324,7 @@ def plan_in(
     pitr = get_pitr(tx, source)
     schedule = get_schedule(tx, source)
     new_tenant_id = new_id()
-    tasks = tuple(
-        RewriteTask(
-            task_id=record.id,
-            job_id=job_id,
-            input=record,
-            primary_key=table.primary_key,
-            as_of=at_ts,
-            out_tenant_id=new_tenant_id,
-            out_table_id=table.new_table_id,
-        )
-        for table in tables
-        for record in table.rewrites
-    )
+    tasks = rewrite_tasks(job_id, tables, at_ts, new_tenant_id)
     return RestorePlan(
         job_id=job_id,
         source=source,
@@ -353,6 +341,26 @@ def plan_in(
         schedule=asdict(schedule) if schedule else None,
         tasks=tasks,
         read_ts=tx.last_ts(),
+    )
+
+
+def rewrite_tasks(
+    job_id: str, tables: Sequence[TablePlan], at_ts: int, out_tenant_id: str
+) -> tuple[RewriteTask, ...]:
+    """One task per straddler of ``tables``, writing under ``out_tenant_id`` and
+    each table's new id."""
+    return tuple(
+        RewriteTask(
+            task_id=record.id,
+            job_id=job_id,
+            input=record,
+            primary_key=table.primary_key,
+            as_of=at_ts,
+            out_tenant_id=out_tenant_id,
+            out_table_id=table.new_table_id,
+        )
+        for table in tables
+        for record in table.rewrites
     )
 
 

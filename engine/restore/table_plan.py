@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.restore.plan import RestorePlan, RewriteTask, Scope, plan_tables
+from engine.restore.plan import RestorePlan, Scope, plan_tables, rewrite_tasks
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import plan_table_rows
 from tenants.catalog.table_restore import (
@@ -229,19 +229,7 @@ def _plan(
         )
         for t in tables
     )
-    tasks = tuple(
-        RewriteTask(
-            task_id=record.id,
-            job_id=job_id,
-            input=record,
-            primary_key=table.primary_key,
-            as_of=at_ts,
-            out_tenant_id=target.id,
-            out_table_id=table.new_table_id,
-        )
-        for table in tables
-        for record in table.rewrites
-    )
+    tasks = rewrite_tasks(job_id, tables, at_ts, target.id)
     return RestorePlan(
         job_id=job_id,
         source=source,
