@@ -34,6 +34,7 @@ from rich.text import Text
 
 from engine.cli import render
 from engine.cli.app import main as rewind_main
+from engine.restore.history import commit_history
 from tenants.embedded_s3 import EmbeddedS3, embedded_s3
 from tenants.store import TableStore
 
@@ -276,6 +277,19 @@ def step_verify(demo: Demo) -> None:
     demo.console.print(report)
 
 
+def step_table_restore(demo: Demo) -> None:
+    """One table back: a bad delete on sales.orders, found in the commit log and undone alone."""
+    demo.rewind("pitr", "set", TENANT, "1h")  # every time from here on is restorable
+    before = copy.deepcopy(demo.model["sales.orders"])
+    demo.delete("sales.orders", sorted(before)[:50])  # the bad change
+    demo.upsert("inventory.stock", [{"sku": "sku-new", "on_hand": 5, "price": 1.5}])  # a good one
+    demo.rewind("history", TENANT, "--commits", "--limit", "3")
+    bad = commit_history(demo.store.catalog, TENANT, table="sales.orders", limit=1)[0].ts
+    demo.rewind("restore-table", TENANT, "sales.orders", "--before", str(bad))
+    demo.model["sales.orders"] = before  # inventory.stock keeps its later write
+    demo.rewind("query", TENANT, "sales.orders", "--limit", "3")
+
+
 STEPS: list[Callable[[Demo], None]] = [
     step_tenant_and_tables,
     step_initial_load,
@@ -289,6 +303,8 @@ STEPS: list[Callable[[Demo], None]] = [
     step_accident,
     step_plan,
     step_restore,
+    step_verify,
+    step_table_restore,
     step_verify,
 ]
 
