@@ -14,7 +14,7 @@ from item_rows import SCHEMA, keys, pairs, rows
 
 from engine.gc.run import run_gc
 from engine.restore.cancel import cancel_restore
-from engine.restore.job import resume_restore
+from engine.restore.job import restore_tenant, resume_restore
 from engine.restore.journal import start_job
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
 from engine.restore.tables import restore_database, restore_table, undrop_table
@@ -213,3 +213,22 @@ def test_gc_keeps_what_the_restored_table_and_the_undo_window_need(shop: TableSt
     assert content(shop, "acme", "shop.orders") == [(1, "a"), (2, "b"), (3, "c")]
     assert content(shop, "acme", "shop.orders", before) == [(1, "a"), (2, "b"), (3, "c")]
     assert content(shop, "acme", "shop.orders", "s") == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_tenant_restore_carries_a_database_whose_tables_were_all_dropped(
+    store: TableStore,
+) -> None:
+    # DDL as of S includes an empty database; a later database restore into it works
+    store.create_tenant("acme")
+    store.create_table("acme", "empty", "t", SCHEMA)
+    store.drop_table("acme", "empty", "t")
+    store.create_snapshot("acme", "s")
+    restore_tenant(store, "acme", "s", to="copy", executor="local")
+    with store.catalog.snapshot() as tx:
+        names = [r[0] for r in tx.tuples(
+            "SELECT d.name FROM databases d JOIN tenants t ON t.id = d.tenant_id WHERE t.name = ?",
+            ("copy",),
+        )]  # fmt: skip
+    assert names == ["empty"]
+    outcome = restore_database(store, "copy", "empty", "now", executor="local")
+    assert outcome.plan.tables == ()

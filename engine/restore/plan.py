@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import (
+    database_rows_at,
     first_stranger,
     members_after_by_table,
     plan_table_rows,
@@ -321,6 +322,8 @@ def plan_in(
     tables, databases = plan_tables(
         tx, source, plan_table_rows(tx, source.id, at_ts, oldest_needed), at_ts
     )
+    for row in database_rows_at(tx, source.id, at_ts):  # empty ones too: DDL as of S
+        databases.setdefault(row["name"], (new_id(), int(row["created_ts"])))
     pitr = get_pitr(tx, source)
     schedule = get_schedule(tx, source)
     new_tenant_id = new_id()

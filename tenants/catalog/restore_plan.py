@@ -31,6 +31,16 @@ def plan_table_rows(tx: Tx, tenant_id: str, at_ts: int, oldest_needed: int) -> l
     )
 
 
+def database_rows_at(tx: Tx, tenant_id: str, at_ts: int) -> list[Row]:
+    """``name`` and ``created_ts`` of every database of the tenant live at ``at_ts``,
+    by name: a restore carries them, tables or none."""
+    return tx.all(
+        "SELECT name, created_ts FROM databases WHERE tenant_id = ? AND created_ts <= ? "
+        "AND (dropped_ts IS NULL OR dropped_ts > ?) ORDER BY name",
+        (tenant_id, at_ts, at_ts),
+    )
+
+
 def schema_version_rows(tx: Tx, table_ids: Sequence[str]) -> dict[str, list[Row]]:
     """Every schema version of each table, oldest first, in a statement per
     ``CHUNK`` of tables."""
