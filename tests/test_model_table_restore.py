@@ -436,8 +436,8 @@ class Model:
                 executor="local",
             )
         except NotFound:
-            # The database had no table then: a tenant restore to such a time
-            # carried no database of that name, and none was ever created.
+            # The database did not exist then (a restore carries every database
+            # live at its point, empty ones too), so no table of it can have.
             assert not any(self.at(n, at_ts) for n in in_db)
             return
         ts = self.installed_at(outcome.job_id)
