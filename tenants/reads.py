@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tenants.catalog import Catalog
+from tenants.catalog import Catalog, Tx
 from tenants.key_range import KeyRange
 from tenants.lineage import require_data, resolve_point
 from tenants.merge import MergeInput, gather, merge_rounds, typed_key
@@ -62,8 +62,15 @@ def plan_read(
             ts = tx.last_ts()
         else:
             tenant_rec, ts, _ = resolve_point(tx, tenant_rec, as_of)
-        table_rec = find_table(tx, tenant_rec, database, table, ts)
-        objects = tuple(o for o in live_objects(tx, table_rec.id) if o.min_ts <= ts)
+        return read_plan_in(tx, tenant_rec, database, table, ts)
+
+
+def read_plan_in(tx: Tx, tenant_rec: TenantRecord, database: str, table: str, ts: int) -> ReadPlan:
+    """The read of ``database.table`` of exactly ``tenant_rec`` at ``ts``, in the
+    caller's transaction, without resolving names or asking whether ``ts`` is
+    protected (the caller did, or holds a pin on what it reads)."""
+    table_rec = find_table(tx, tenant_rec, database, table, ts)
+    objects = tuple(o for o in live_objects(tx, table_rec.id) if o.min_ts <= ts)
     return ReadPlan(tenant_rec, table_rec, ts, objects)
 
 

@@ -21,7 +21,7 @@ from tenants.catalog.base import wall_clock_us
 from tenants.catalog.install import installed_tenant
 from tenants.catalog.jobs import job_lease, job_state, request_stop
 from tenants.catalog.pins import release_pins
-from tenants.catalog.table_restore import release_locks, tables_installed_by
+from tenants.catalog.table_restore import tables_installed_by
 from tenants.errors import InvalidArgument, RewindError
 from tenants.store import TableStore
 
@@ -144,7 +144,6 @@ def cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobR
             )
         transition(tx, job.id, "cancelled", expect=ACTIVE_STATES, holder=holder)
         release_pins(tx, job.id)
-        release_locks(tx, job.id)
         if job.method == "logical":
             from engine.logical.reload import wipe_staging
 

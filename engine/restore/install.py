@@ -12,7 +12,7 @@ the commit, a write addressed to the retired tenant id fails.
 A table or database restore installs into the tenant that exists: the
 tables it replaces are dropped (kept, like a retired tenant, for as long as
 the tenant's snapshots and PITR window reach back before the restore) and the
-new ones created, in the same single transaction; the job's holds on them go.
+new ones created, in the same single transaction; the job's holds on them go with its pins.
 """
 
 from __future__ import annotations
@@ -41,9 +41,8 @@ from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.table_restore import (
     drop_replaced_tables,
     insert_restored_tables,
-    live_database,
-    release_locks,
 )
+from tenants.catalog.tables import database_row_at
 from tenants.catalog.tenants import active_holder_id
 from tenants.catalog.totals import add_totals, recount
 from tenants.errors import ConcurrentModification, InvalidArgument
@@ -156,7 +155,7 @@ def _install_tables(
     drop_replaced_tables(tx, plan.job_id, plan.replaced_table_ids, ts)
     database_ids: dict[str, str] = {}
     for name, (planned_id, _) in plan.databases.items():
-        live = live_database(tx, target.id, name)
+        live = database_row_at(tx, target.id, name, ts)
         if live is None:
             insert_database(tx, planned_id, target.id, name, ts)
         database_ids[name] = planned_id if live is None else str(live["id"])
@@ -178,7 +177,6 @@ def _install_tables(
     )
     _insert_schema_versions(tx, plan)
     _install_objects(tx, plan, results, ts)
-    release_locks(tx, plan.job_id)
     touch_tenant(tx, target.id, ts)
     for table_id in plan.replaced_table_ids:
         record_commit(tx, target.id, ts, table_id, "replace")

@@ -101,7 +101,6 @@ def restore_tenant(
         RestoreInProgress: the tenant already has an unfinished restore job.
         RewindError: a step failed; the job is ``failed`` and resumable.
     """
-    check_level(verify)
     return run_restore(
         store,
         lambda: plan_restore(store.catalog, tenant, point, to=to),

@@ -22,7 +22,6 @@ from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import plan_table_rows
 from tenants.catalog.table_restore import (
     last_dropped_table,
-    live_database,
     live_tables_of_database,
 )
 from tenants.catalog.tables import database_row_at, table_row_at
@@ -136,7 +135,7 @@ def plan_database_restore(
         ]
         target = active_tenant(tx, to_tenant or current.name)
         in_place = to is None and to_tenant is None
-        existing = live_database(tx, target.id, out_database)
+        existing = database_row_at(tx, target.id, out_database, tx.last_ts())
         if existing is not None and not in_place:
             raise AlreadyExists(
                 f"database {out_database} already exists in tenant {target.ref}; choose another "

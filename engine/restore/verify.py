@@ -22,11 +22,10 @@ from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
 from tenants.object_reader import object_row_hash
-from tenants.objects import live_objects
 from tenants.objectstore import ObjectStore
-from tenants.reads import ReadPlan, plan_read, stream_visible
+from tenants.reads import ReadPlan, plan_read, read_plan_in, stream_visible
 from tenants.row_hash import RowHasher
-from tenants.tenancy import find_table, tenant_by_id
+from tenants.tenancy import tenant_by_id
 
 VerifyLevel = Literal["none", "objects", "full"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
@@ -123,9 +122,7 @@ def _source_at(catalog: Catalog, plan: RestorePlan, table: TablePlan) -> ReadPla
     when S, its drop ts - 1, need not be), and the job's bases pin what it reads."""
     with catalog.snapshot() as tx:
         tenant = tenant_by_id(tx, plan.source.id)
-        record = find_table(tx, tenant, table.database, table.name, plan.at_ts)
-        objects = tuple(o for o in live_objects(tx, record.id) if o.min_ts <= plan.at_ts)
-    return ReadPlan(tenant, record, plan.at_ts, objects)
+        return read_plan_in(tx, tenant, table.database, table.name, plan.at_ts)
 
 
 def _visible_hash(store: ObjectStore, plan: ReadPlan) -> tuple[int, str]:

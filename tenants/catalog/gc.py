@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
 from tenants.catalog.bases import OWN_MEMBERS, release_bases_of_tables, view_select
+from tenants.catalog.commits import forget_commits
 from tenants.catalog.totals import drop_totals
 
 # SQLite's default limit on bound parameters is 999: forget collected objects in chunks.
@@ -166,7 +167,7 @@ def purge_tenant_rows(tx: Tx, tenant_id: str, ts: int) -> tuple[int, int]:
     """
     snapshots = tx.execute("DELETE FROM snapshots WHERE tenant_id = ?", (tenant_id,))
     tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant_id,))
-    tx.execute("DELETE FROM commits WHERE tenant_id = ?", (tenant_id,))  # its history is gone
+    forget_commits(tx, tenant_id)  # its history is gone
     tx.execute("DELETE FROM pitr_windows WHERE tenant_id = ?", (tenant_id,))
     ended = tx.execute(
         "UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL "

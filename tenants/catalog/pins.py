@@ -19,6 +19,7 @@ from typing import Any
 from tenants.catalog.base import Tx
 from tenants.catalog.bases import delete_uninstalled_bases, view_select
 from tenants.catalog.objects import RECORD_COLUMNS
+from tenants.catalog.table_restore import release_locks
 
 
 def pin_rewrites(tx: Tx, job_id: str, inputs: Sequence[tuple[str, str]]) -> None:
@@ -77,8 +78,10 @@ def pinned_key_sizes(tx: Tx, job_id: str, action: str) -> list[tuple[str, int]]:
 
 
 def release_pins(tx: Tx, job_id: str) -> None:
-    """Drop a job's pins, and its bases that no install made a table's. Only in the
-    transaction that makes the job done or cancelled: until then GC must keep
-    what the job reads or installs."""
+    """Drop a job's pins, its bases that no install made a table's, and its holds
+    on the tables and database it replaces. Only in the transaction that makes
+    the job done or cancelled: until then GC must keep what the job reads or
+    installs, and writers must keep off what it replaces."""
     tx.execute("DELETE FROM job_pins WHERE job_id = ?", (job_id,))
     delete_uninstalled_bases(tx, job_id)
+    release_locks(tx, job_id)

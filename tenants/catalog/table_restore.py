@@ -29,14 +29,6 @@ def live_tables_of_database(tx: Tx, tenant_id: str, database: str) -> list[Row]:
     return tx.all(f"{_LIVE_TABLES_OF_DATABASE} ORDER BY t.name", (tenant_id, database))
 
 
-def live_database(tx: Tx, tenant_id: str, database: str) -> Row | None:
-    """The tenant's live database called ``database``."""
-    return tx.one(
-        "SELECT * FROM databases WHERE tenant_id = ? AND name = ? AND dropped_ts IS NULL",
-        (tenant_id, database),
-    )
-
-
 def last_dropped_table(tx: Tx, tenant_id: str, database: str, table: str) -> Row | None:
     """The tenant's most recently dropped table ``database.table`` (with
     ``database_name`` and ``database_created_ts``), whichever database of that
