@@ -66,10 +66,11 @@ from benchmarks.common import (
 )
 from engine.executors.base import AUTO_SPARK_BYTES, decide_executor
 from engine.executors.local import DEFAULT_THREADS
+from engine.executors.task import worker_name
+from engine.pipeline import RewriteTask
 from engine.restore.job import restore_tenant
 from engine.restore.journal import finished_results
-from engine.restore.plan import RewriteTask, plan_restore
-from engine.restore.rewrite import worker_name
+from engine.restore.plan import plan_restore
 from tenants.objects import sort_by_key_and_ts
 from tenants.parquet_codec import ROW_GROUP_ROWS
 from tenants.schema import TS

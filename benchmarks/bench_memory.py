@@ -35,7 +35,7 @@ Case ``rewrite`` (restore's rewrite of one straddling object):
    ranges). ``as_of`` is the median commit: about half the rows are kept.
 2. Variants:
 
-   - ``rewind``: ``engine.restore.rewrite.run_task(store, task)`` on
+   - ``rewind``: ``engine.executors.task.run_task(store, task)`` on
      ``tenants.objectstore.open_object_store(uri, S3Settings(...))``;
    - ``bare_stream``: pyarrow ``ParquetFile.iter_batches(64 Ki rows)`` →
      filter ``__ts <= as_of`` → ``ParquetWriter`` (zstd, 128 Ki-row groups,
@@ -652,8 +652,8 @@ def _rewind_object_store(args: dict[str, Any]) -> Any:
 def child_rewind(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     import engine
     import tenants
-    from engine.restore.plan import RewriteTask
-    from engine.restore.rewrite import run_task
+    from engine.executors.task import run_task
+    from engine.pipeline import RewriteTask
     from tenants.objects import ObjectRecord
 
     store = _rewind_object_store(args)

@@ -35,6 +35,7 @@ from rich.text import Text
 from engine.cli import render
 from engine.cli.app import main as rewind_main
 from engine.restore.history import commit_history
+from tenants.config import S3Settings
 from tenants.embedded_s3 import EmbeddedS3, embedded_s3
 from tenants.store import TableStore
 
@@ -319,7 +320,7 @@ def run(console: Console, s3: EmbeddedS3, workdir: Path) -> None:
         console.print(f"export {name}={os.environ[name]}", highlight=False)
     files = workdir / "files"
     files.mkdir()
-    store = TableStore.open()
+    store = TableStore.open(s3=S3Settings.from_env())  # as the CLI commands below get it
     try:
         demo = Demo(console, files, store)
         for number, step in enumerate(STEPS, 1):

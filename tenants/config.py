@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -45,38 +46,46 @@ class S3Settings:
     shared: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_env(cls, prefix: str = "") -> S3Settings:
-        """The standard AWS variables (``prefix`` + ``AWS_...``)."""
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, backup: bool = False
+    ) -> S3Settings:
+        """Settings from the standard AWS variables: the one place Rewind reads them.
+
+        Only the edges call this (the CLI, a job's entry point, the demo and the
+        convenience defaults of ``TableStore.open`` and ``open_destination``);
+        everything below them takes the settings it is given, so a caller with
+        settings of its own passes them and no environment overrides them.
+
+        Args:
+            environ: the variables to read; default ``os.environ``.
+            backup: a backup destination's settings: the ``REWIND_BACKUP_AWS_*``
+                variables (``REWIND_BACKUP_AWS_PROFILE``, ``..._ENDPOINT_URL``,
+                ``..._ACCESS_KEY_ID``, ...) when any is set, so a destination in
+                another account or on another endpoint needs no change to the
+                warehouse's; otherwise the warehouse's variables.
+        """
+        env = os.environ if environ is None else environ
+        own = backup and any(k.startswith(BACKUP_ENV_PREFIX + "AWS_") for k in env)
+        prefix = BACKUP_ENV_PREFIX if own else ""
 
         def get(name: str) -> str | None:
-            return os.environ.get(prefix + name) or None
+            return env.get(prefix + name) or None
 
-        settings = cls(
+        return cls(
             endpoint_url=get("AWS_ENDPOINT_URL_S3") or get("AWS_ENDPOINT_URL"),
             region=get("AWS_REGION") or get("AWS_DEFAULT_REGION") or "us-east-1",
             access_key_id=get("AWS_ACCESS_KEY_ID"),
             secret_access_key=get("AWS_SECRET_ACCESS_KEY"),
             session_token=get("AWS_SESSION_TOKEN"),
+            # boto3 and pyarrow read AWS_PROFILE themselves; a prefixed one only we know.
             profile=get("AWS_PROFILE") if prefix else None,
         )
-        if not prefix and "PYSPARK_GATEWAY_PORT" in os.environ:
-            # Under spark-submit: what the environment leaves open, the job's
-            # spark.hadoop.fs.s3a.* keys may give (tenants.spark_credentials).
-            from tenants.spark_credentials import hadoop_settings
-            from tenants.spark_session import submitted_conf
-
-            settings = hadoop_settings(submitted_conf(), settings)
-        return settings
 
     @classmethod
     def for_backup(cls) -> S3Settings:
-        """A backup destination's own settings: the ``REWIND_BACKUP_AWS_*`` variables
-        (``REWIND_BACKUP_AWS_PROFILE``, ``..._ENDPOINT_URL``, ``..._ACCESS_KEY_ID``,
-        ...) when any is set, so a destination in another account or on another
-        endpoint needs no change to the warehouse's; otherwise the warehouse's chain."""
-        if any(k.startswith(BACKUP_ENV_PREFIX + "AWS_") for k in os.environ):
-            return cls.from_env(BACKUP_ENV_PREFIX)
-        return cls.from_env()
+        """A backup destination's settings from the environment:
+        ``from_env(backup=True)``."""
+        return cls.from_env(backup=True)
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in SECRET_FIELDS}
@@ -165,6 +174,10 @@ class Warehouse:
     def parse(cls, uri: str, s3: S3Settings | None = None, *, what: str = "warehouse") -> Warehouse:
         """Parse and check a warehouse (or backup destination) URI.
 
+        ``s3`` reaches an ``s3://`` URI; without it, the bare defaults
+        (:class:`S3Settings`), never the environment: the caller builds settings
+        (``S3Settings.from_env()`` at an edge) and passes them.
+
         Accepted: ``s3://bucket[/prefix]``, ``file:///absolute/path`` (also
         ``file://localhost/absolute/path``) and a bare path. Anything that would
         silently mean something else is refused: ``file://relwh`` (``relwh`` is a
@@ -184,7 +197,7 @@ class Warehouse:
                 _refuse(what, uri, f"{bucket!r} is not a bucket name")
             if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
                 _refuse(what, uri, "the prefix may not have empty, '.' or '..' segments")
-            return cls("s3", bucket, prefix, s3 or S3Settings.from_env())
+            return cls("s3", bucket, prefix, s3 if s3 is not None else S3Settings())
         if parsed.scheme == "file":
             if parsed.netloc not in ("", "localhost"):
                 _refuse(
@@ -208,8 +221,7 @@ class Warehouse:
 
     def key(self, relative: str) -> str:
         """Full key (S3) or path (file) of a warehouse-relative key."""
-        base = self.prefix if self.scheme == "file" else self.prefix
-        return f"{base}/{relative}" if base else relative
+        return f"{self.prefix}/{relative}" if self.prefix else relative
 
     def relative(self, full_key: str) -> str:
         """Inverse of :meth:`key`."""

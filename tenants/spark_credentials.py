@@ -23,6 +23,7 @@ from typing import Any
 
 from tenants.config import S3Settings
 from tenants.objectstore import ObjectStore
+from tenants.spark_session import submitted_conf, under_spark_submit
 
 PREFIX = "spark.hadoop.fs.s3a."
 KEYS = {
@@ -64,6 +65,17 @@ def hadoop_settings(get: Lookup, base: S3Settings) -> S3Settings:
             session_token=get(KEYS["session_token"]),
         )
     return settings
+
+
+def submitted_settings(base: S3Settings) -> S3Settings:
+    """The settings a driver's own clients use: under spark-submit, ``base``
+    completed from the job's ``spark.hadoop.fs.s3a.*`` keys (:func:`hadoop_settings`),
+    so the driver reaches S3 the way its tasks will when its environment gives
+    no credentials; elsewhere ``base`` itself. An edge calls it on the settings
+    it built (``submitted_settings(S3Settings.from_env())``)."""
+    if not under_spark_submit():
+        return base
+    return hadoop_settings(submitted_conf(), base)
 
 
 def store_for_tasks(spark: Any, store: ObjectStore) -> ObjectStore:

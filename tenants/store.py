@@ -34,6 +34,8 @@ from tenants.snapshots import (
     find_snapshot,
     list_snapshots,
 )
+from tenants.spark_credentials import submitted_settings
+from tenants.spark_scan import read_spark
 from tenants.tenancy import (
     TableRecord,
     TenantRecord,
@@ -78,11 +80,21 @@ class TableStore:
         a warehouse another catalog owns is refused unless ``adopt_warehouse``
         makes this catalog its owner (tenants/warehouse_owner.py).
 
+        Args:
+            catalog_uri: default ``REWIND_CATALOG``, else under ``REWIND_HOME``.
+            warehouse_uri: default ``REWIND_WAREHOUSE``, else under ``REWIND_HOME``.
+            s3: how an ``s3://`` warehouse reaches S3. Default, for convenience
+                at this public entry only: ``S3Settings.from_env()``, completed
+                under spark-submit from the job's ``spark.hadoop.fs.s3a.*`` keys
+                (:func:`tenants.spark_credentials.submitted_settings`).
+
         Raises:
             WarehouseOwned: another catalog owns the warehouse.
             ForeignWarehouse: the warehouse has no marker and holds data this
                 catalog never wrote, or it is a backup destination.
         """
+        if s3 is None:
+            s3 = submitted_settings(S3Settings.from_env())
         # The warehouse URI is parsed (and a bad one refused) before the catalog
         # file is created: a malformed command line changes nothing.
         objects = open_object_store(warehouse_uri or default_warehouse_uri(), s3)
@@ -280,8 +292,6 @@ class TableStore:
         """
         plan = self.plan_read(tenant, database, table, as_of)
         if reader == "spark":
-            from tenants.spark_reader import read_spark
-
             return read_spark(self.objects, plan)
         return read_local(self.objects, plan)
 

@@ -43,8 +43,8 @@ def main() -> None:
     if job["what"] == "load":
         load(job)
         return
-    from engine.restore.plan import RewriteTask
-    from engine.restore.rewrite import run_task
+    from engine.executors.task import run_task
+    from engine.pipeline import RewriteTask
     from tenants.config import S3Settings
     from tenants.objects import ObjectRecord
     from tenants.objectstore import open_object_store

@@ -20,9 +20,10 @@ from item_rows import keys as keys
 from item_rows import pairs as pairs
 from item_rows import rows as rows
 
+from engine.pipeline import RestorePlan
 from engine.restore.journal import task_counts
 from engine.restore.members import ObjectAction, live_members
-from engine.restore.plan import RestorePlan, plan_in
+from engine.restore.plan import plan_in
 from tenants.catalog import Catalog
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore

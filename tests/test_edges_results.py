@@ -47,7 +47,7 @@ from typer.testing import Result
 
 from engine.backup.api import create_backup, restore_backup
 from engine.backup.destination import backup_root, open_destination
-from engine.gc.retention import purge_tenant
+from engine.gc.purge import purge_tenant
 from engine.logical.manifest import read_manifest
 from engine.restore.history import history
 from engine.restore.job import restore_tenant

@@ -46,13 +46,14 @@ from restore_helpers import (
 import tenants.objectstore.s3 as s3_module
 from engine.gc.collect import collect
 from engine.gc.orphans import sweep_orphans
-from engine.gc.retention import purge_tenant
+from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
 from engine.gc.storage import storage
+from engine.pipeline import RestorePlan
 from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import start_job
 from engine.restore.members import ObjectAction, PlanOutdated
-from engine.restore.plan import RestorePlan, plan_restore
+from engine.restore.plan import plan_restore
 from tenants.errors import (
     ForeignWarehouse,
     InvalidArgument,

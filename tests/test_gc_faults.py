@@ -30,7 +30,7 @@ from gc_helpers import (
 )
 from restore_helpers import SCHEMA, SimulatedCrash, keys, reads, rows
 
-from engine.gc.retention import purge_tenant
+from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from engine.restore.journal import start_job

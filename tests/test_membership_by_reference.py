@@ -16,7 +16,7 @@ from item_rows import SCHEMA, rows
 from restore_helpers import catalog_rows
 
 from engine.gc.flatten import MAX_DEPTH
-from engine.gc.retention import purge_tenant
+from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from tenants.catalog.bases import flatten_deepest, levels, member_sources

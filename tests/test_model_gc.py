@@ -34,7 +34,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from oracle import ModelTable, Oracle, Row
 
-from engine.gc.retention import purge_tenant
+from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from engine.restore.journal import load_job

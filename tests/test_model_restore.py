@@ -33,8 +33,9 @@ from hypothesis import strategies as st
 from oracle import Oracle, Row
 from restore_helpers import reads
 
+from engine.pipeline import ACTIONS, RestorePlan
 from engine.restore.job import restore_tenant
-from engine.restore.plan import ACTIONS, RestorePlan, plan_restore
+from engine.restore.plan import plan_restore
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.objects import live_objects

@@ -29,9 +29,9 @@ from restore_helpers import (
     unique,
 )
 
+from engine.pipeline import RestorePlan, RewriteResult, classify
 from engine.restore.job import restore_tenant
-from engine.restore.plan import RestorePlan, classify, plan_restore
-from engine.restore.rewrite import RewriteResult
+from engine.restore.plan import plan_restore
 from tenants.errors import TenantDropped
 from tenants.object_io import read_object
 from tenants.object_reader import object_row_hash

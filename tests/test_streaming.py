@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from engine.restore.plan import RewriteTask
-from engine.restore.rewrite import run_task
+from engine.executors.task import run_task
+from engine.pipeline import RewriteTask
 from tenants import object_reader
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import CorruptObject

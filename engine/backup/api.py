@@ -65,6 +65,17 @@ def create_backup(
     kind: str = "physical",
     reader: str = "local",
 ) -> BackupResult:
+    """Back up ``tenant`` as of ``point`` to the destination at ``uri``: ``physical``
+    (its objects, incremental) or ``logical`` (a portable dump).
+
+    Raises:
+        InvalidArgument: an unknown kind, or a malformed ``uri``.
+        NotFound, UnprotectedTime: an unknown tenant or an unprotected point;
+            nothing is written to the destination.
+        AlreadyExists: ``uri`` holds data that is not a Rewind backup.
+        CorruptObject, ObjectMissing: a source object is damaged or gone; the
+            backup stays incomplete (listed as such) and can be deleted.
+    """
     if kind not in ("logical", "physical"):
         raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
     store.resolve_time(tenant, point)  # unknown tenant or unprotected point: claim nothing
@@ -134,6 +145,9 @@ def delete_backup(uri: str, backup_id: str) -> int:
 
     Objects of a physical backup are deleted only if no other physical backup
     at the destination references them.
+
+    Raises:
+        NotFound: no backup ``backup_id`` at ``uri``.
     """
     dest = open_destination(uri, create=False)
     entries = {e.backup_id: e for e in list_backups(dest)}

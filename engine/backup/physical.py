@@ -18,25 +18,26 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
 from engine.backup.destination import backup_root, read_manifest
+from engine.executors.task import rewrite_object
 from engine.logical.reload import discard_staging
-from engine.restore.install import create_tables
+from engine.materialise import carry_settings, create_tables
+from engine.pipeline import RestorePlan
 from engine.restore.members import live_members
-from engine.restore.plan import RestorePlan, plan_in
-from engine.restore.rewrite import rewrite_object
+from engine.restore.plan import plan_in
 from tenants.catalog import Tx
-from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.staging import (
     activate_restored_tenant,
     insert_staging_tenant,
 )
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
+from tenants.handover import hand_over_name
 from tenants.object_io import copy_object, record_of
 from tenants.object_reader import digest_of
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
-from tenants.tenancy import TenantRecord, new_id, retire_tenant, tenant_by_id
+from tenants.tenancy import TenantRecord, new_id, tenant_by_id
 
 FORMAT = "rewind-backup"
 FORMAT_VERSION = 2  # 2: each stored object names its table; plans are set-based
@@ -62,6 +63,14 @@ def _stored_path(object_id: str) -> str:
 def create_physical(
     store: TableStore, tenant: str, point: str | int, dest: ObjectStore, backup_id: str
 ) -> PhysicalResult:
+    """Copy ``tenant``'s objects as of ``point`` to ``dest`` (straddlers rewritten at S),
+    then write the manifest.
+
+    Raises:
+        NotFound, UnprotectedTime: an unknown tenant or an unprotected point.
+        CorruptObject: a source object does not match its checksum; the backup
+            stops before its manifest, so it is listed as incomplete.
+    """
     started = time.perf_counter()
     with store.catalog.snapshot() as tx:
         plan = plan_in(tx, tenant, point, check_target=False)
@@ -195,7 +204,11 @@ def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
 
 
 def verify_physical(dest: ObjectStore, backup_id: str) -> int:
-    """Re-read every object of the backup; sizes and sha256 must match."""
+    """Re-read every object of the backup; sizes and sha256 must match.
+
+    Raises:
+        CorruptObject: a stored object's size or sha256 differs from the manifest.
+    """
     raw = read_physical_manifest(dest, backup_id)
     for entry in raw["objects"].values():
         record = entry["record"]
@@ -221,6 +234,11 @@ def restore_physical(
     copied under it, so its keys are this catalog's: a kill mid-copy leaves a
     staging tenant that a rerun with the same ``tenant_id`` or ``tenant purge``
     discards, and GC can see. The install turns it active.
+
+    Raises:
+        AlreadyExists: ``name`` is taken and ``replace_existing`` is false.
+        CorruptObject: the backup fails verification; nothing is installed.
+        ConcurrentModification: the staging tenant or the name changed meanwhile.
     """
     raw = read_physical_manifest(dest, backup_id)
     with store.catalog.snapshot() as tx:
@@ -260,8 +278,7 @@ def restore_physical(
             raise AlreadyExists(
                 f"tenant {name!r} exists; restore the backup under another --tenant name, or pass --replace"
             )
-        if holder:
-            retire_tenant(tx, tenant_by_id(tx, holder), ts, 7 * 86_400_000_000)
+        hand_over_name(tx, name, ts, replacing=holder, what=f"restoring backup {backup_id}")
         _install(tx, plan, tenant_id, name, installed, ts, backup_id, holder)
         return tenant_by_id(tx, tenant_id)
 
@@ -300,6 +317,6 @@ def _install(
         for record in installed.get(table.new_table_id, []):
             insert_object(tx, replace(record, created_ts=ts))
             add_member(tx, table.new_table_id, record.id, ts)
-    insert_snapshots(
-        tx, [(tenant_id, s.name, s.ts, s.kind, ts, s.expires_at) for s in plan.snapshots]
-    )
+    # The backup's objects keep their __ts, so its snapshots at or before S read
+    # here as they did at the source; the PITR window and schedule go on from now.
+    carry_settings(tx, plan, tenant_id, ts)

@@ -2,7 +2,8 @@
 
 :class:`RewindGroup` is the one place where a :class:`~tenants.errors.RewindError`
 becomes a one-line red message on stderr (one JSON line under ``--json``) and
-exit code 1. It sits in the root
+exit code 1, and so does one an option's parser raises while typer parses the
+command line (a bad ``--executor``: engine.cli.choices). It sits in the root
 command's ``invoke`` rather than in :func:`main`, so the console script, the
 demo and ``typer.testing.CliRunner`` all get the same behaviour. Usage errors
 (a missing argument, an unknown option) are typer's and keep its exit code 2;
@@ -12,7 +13,7 @@ any other exception is a bug and shows typer's traceback.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -40,7 +41,8 @@ EXIT_ERROR = 1
 
 
 class RewindGroup(TyperGroup):
-    """The root command; maps every ``RewindError`` raised below it to exit 1."""
+    """The root command; maps every ``RewindError`` raised below it (by an option's
+    parser too) to exit 1."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         # --json is global, and some commands take it too: either asks for JSON errors.
@@ -51,13 +53,42 @@ class RewindGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except RewindError as error:
-            if ctx.params.get("verbose"):
-                render.stderr().print_exception(show_locals=False)
-            if ctx.meta.get("json_errors"):
-                render.print_error_json(type(error).__name__, error.message)
-            else:
-                render.print_error(error.message)
-            raise typer.Exit(EXIT_ERROR) from None
+            _report(ctx, error)
+        except typer.BadParameter as error:
+            refused = _parser_error(error)
+            if refused is None:
+                raise
+            _report(ctx, refused)
+
+
+def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
+    """Print ``error`` as one line (one JSON line under ``--json``) and exit 1."""
+    if ctx.params.get("verbose"):
+        render.stderr().print_exception(show_locals=False)
+    if ctx.meta.get("json_errors"):
+        render.print_error_json(type(error).__name__, error.message)
+    else:
+        render.print_error(error.message)
+    raise typer.Exit(EXIT_ERROR) from None
+
+
+def _parser_error(error: typer.BadParameter) -> RewindError | None:
+    """The :class:`RewindError` an option's ``parser`` raised (engine.cli.choices), if any.
+
+    typer runs a parser inside pydantic validation, which turns a ``ValueError``
+    (``InvalidArgument`` is one) into a ``ValidationError`` that keeps it in each
+    error's context; typer re-raises that as a usage error (exit 2, a boxed
+    message). Found here, it is reported like the same error raised by the API.
+    """
+    cause = error.__cause__ or error.__context__
+    if isinstance(cause, RewindError):
+        return cause
+    errors = getattr(cause, "errors", None)  # pydantic is typer's dependency, not ours
+    for detail in errors() if callable(errors) else ():
+        found = detail.get("ctx", {}).get("error")
+        if isinstance(found, RewindError):
+            return found
+    return None
 
 
 app = typer.Typer(

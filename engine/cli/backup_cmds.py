@@ -16,9 +16,10 @@ from engine.backup.api import (
     verify_backup,
 )
 from engine.cli import render
+from engine.cli.choices import BackupKindOption
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.restore_render import human_bytes
-from tenants.errors import InvalidArgument, NotFound
+from tenants.errors import NotFound
 from tenants.names import tenant_name
 from tenants.times import format_ts
 
@@ -51,15 +52,11 @@ def create(
     to: Annotated[
         str, typer.Option("--to", help="Destination URI (empty, or holding Rewind backups).")
     ],
-    kind: Annotated[
-        str, typer.Option("--kind", help="physical (objects, incremental) or logical (a dump).")
-    ] = "physical",
+    kind: BackupKindOption = "physical",
 ) -> None:
     """Back up a tenant as of a snapshot to another bucket or directory."""
     state = cli_state(ctx)
     tenant_arg(tenant)
-    if kind not in ("logical", "physical"):
-        raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
     result = create_backup(state.store(), tenant, snapshot, to, kind=kind)
     if state.json:
         render.emit_json(result.__dict__)

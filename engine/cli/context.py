@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 import typer
 
+from tenants.config import S3Settings
 from tenants.errors import InvalidArgument
 from tenants.names import qualified_table, tenant_name
+from tenants.spark_credentials import submitted_settings
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
 from tenants.times import parse_time, starts_time, time_word
@@ -39,7 +41,10 @@ class CliState:
         """The store, opened (and its catalog created or migrated) on first use."""
         if self._store is None:
             self._store = TableStore.open(
-                self.catalog_uri, self.warehouse_uri, adopt_warehouse=self.adopt_warehouse
+                self.catalog_uri,
+                self.warehouse_uri,
+                s3=warehouse_s3_settings(),
+                adopt_warehouse=self.adopt_warehouse,
             )
         return self._store
 
@@ -47,6 +52,14 @@ class CliState:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+def warehouse_s3_settings() -> S3Settings:
+    """How the CLI's warehouse reaches S3: the AWS variables, read here at the
+    edge and passed down; under spark-submit (the restore job,
+    ``engine/jobs/restore_tenant.py``) completed from the job's
+    ``spark.hadoop.fs.s3a.*`` keys."""
+    return submitted_settings(S3Settings.from_env())
 
 
 def cli_state(ctx: typer.Context) -> CliState:

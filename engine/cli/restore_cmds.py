@@ -21,6 +21,7 @@ from rich.progress import (
 )
 
 from engine.cli import render
+from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
 from engine.cli.context import cli_state, instant_arg, table_arg, tenant_arg
 from engine.cli.restore_render import (
     commit_json,
@@ -32,7 +33,8 @@ from engine.cli.restore_render import (
     plan_json,
     plan_table,
 )
-from engine.executors.base import check_executor, decide_executor
+from engine.executors.base import decide_executor
+from engine.pipeline import RewriteResult
 from engine.restore.history import before_commit, commit_history
 from engine.restore.history import history as load_history
 from engine.restore.job import (
@@ -44,8 +46,6 @@ from engine.restore.job import (
 )
 from engine.restore.journal import load_job
 from engine.restore.plan import plan_restore
-from engine.restore.rewrite import RewriteResult
-from engine.restore.verify import check_level
 from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
 from tenants.snapshots import snapshot_name
@@ -85,17 +85,9 @@ def restore_tenant_cmd(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
-    executor: Annotated[
-        str,
-        typer.Option(
-            "--executor",
-            help="local, spark or auto (Spark when the Spark master is a cluster; the plan says why).",
-        ),
-    ] = "auto",
-    verify: Annotated[str, typer.Option("--verify", help="none, objects or full.")] = "objects",
-    method: Annotated[
-        str, typer.Option("--method", help="physical, logical (dump and reload) or auto.")
-    ] = "auto",
+    executor: ExecutorOption = "auto",
+    verify: VerifyOption = "objects",
+    method: MethodOption = "auto",
     resume: Annotated[
         str | None,
         typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
@@ -124,8 +116,6 @@ def restore_tenant_cmd(
     tenant_arg(tenant)
     if to is not None:
         tenant_name(to)
-    check_level(verify)
-    check_executor(executor)  # before any I/O
     if cancel or resume:
         if snapshot or at or before or to or dry_run:
             raise InvalidArgument(

@@ -7,11 +7,11 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from engine.executors.task import worker_name
+from engine.pipeline import ACTIONS, RestorePlan
 from engine.restore.history import CommitRecord, History
 from engine.restore.job import RestoreOutcome
 from engine.restore.journal import JobRecord
-from engine.restore.plan import ACTIONS, RestorePlan
-from engine.restore.rewrite import worker_name
 from tenants.times import format_ts
 
 

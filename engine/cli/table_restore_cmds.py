@@ -14,15 +14,15 @@ from typing import Annotated
 import typer
 
 from engine.cli import render
+from engine.cli.choices import ExecutorOption, VerifyOption
 from engine.cli.context import cli_state, table_arg, tenant_arg
 from engine.cli.restore_cmds import job_action, print_outcome, progress_bar, restore_point
 from engine.cli.restore_render import plan_json, plan_table
-from engine.executors.base import check_executor, decide_executor
+from engine.executors.base import decide_executor
+from engine.pipeline import ExecutorName, RestorePlan
 from engine.restore.history import before_commit
-from engine.restore.plan import RestorePlan
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
 from engine.restore.tables import restore_database, restore_table
-from engine.restore.verify import check_level
 from tenants.errors import InvalidArgument
 from tenants.names import object_name, tenant_name
 
@@ -56,10 +56,6 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop
 Yes = Annotated[
     bool, typer.Option("--yes", "-y", help="Replace in place without asking (scripts).")
 ]
-Executor = Annotated[
-    str, typer.Option("--executor", help="local, spark or auto (the plan says why).")
-]
-Verify = Annotated[str, typer.Option("--verify", help="none, objects or full.")]
 Resume = Annotated[
     str | None,
     typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
@@ -88,8 +84,8 @@ def restore_table_cmd(
     to_tenant: ToTenant = None,
     dry_run: DryRun = False,
     yes: Yes = False,
-    executor: Executor = "auto",
-    verify: Verify = "objects",
+    executor: ExecutorOption = "auto",
+    verify: VerifyOption = "objects",
     resume: Resume = None,
     cancel: Cancel = None,
     json_output: Json = False,
@@ -109,8 +105,6 @@ def restore_table_cmd(
         table_arg(to)
     if to_tenant is not None:
         tenant_name(to_tenant)
-    check_level(verify)
-    check_executor(executor)
     if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run):
         job_action(state.store(), tenant, resume, cancel, as_json)
         return
@@ -152,8 +146,8 @@ def restore_database_cmd(
     to_tenant: ToTenant = None,
     dry_run: DryRun = False,
     yes: Yes = False,
-    executor: Executor = "auto",
-    verify: Verify = "objects",
+    executor: ExecutorOption = "auto",
+    verify: VerifyOption = "objects",
     resume: Resume = None,
     cancel: Cancel = None,
     json_output: Json = False,
@@ -172,8 +166,6 @@ def restore_database_cmd(
         object_name(to, "database")
     if to_tenant is not None:
         tenant_name(to_tenant)
-    check_level(verify)
-    check_executor(executor)
     if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run):
         job_action(state.store(), tenant, resume, cancel, as_json)
         return
@@ -209,7 +201,7 @@ def undrop_cmd(
         typer.Option("--as", metavar="DB.NEW_TABLE", help="Bring it back under this name."),
     ] = None,
     dry_run: DryRun = False,
-    executor: Executor = "auto",
+    executor: ExecutorOption = "auto",
     json_output: Json = False,
 ) -> None:
     """Bring back the most recently dropped table of that name.
@@ -225,7 +217,6 @@ def undrop_cmd(
     table_arg(table)
     if as_name is not None:
         table_arg(as_name)
-    check_executor(executor)
     store = state.store()
     _run(
         lambda: plan_table_restore(store.catalog, tenant, table, None, to=as_name, undrop=True),
@@ -259,7 +250,7 @@ def _run(
     make_plan: Callable[[], RestorePlan],
     run: Callable[..., object],
     *,
-    executor: str,
+    executor: ExecutorName,
     dry_run: bool,
     yes: bool,
     as_json: bool,

@@ -101,7 +101,7 @@ def purge(
 
     A half-loaded staging tenant (left by a killed `backup restore`) is discarded.
     """
-    from engine.gc.retention import purge_tenant
+    from engine.gc.purge import purge_tenant
     from engine.logical.reload import discard_abandoned_staging
 
     state = cli_state(ctx)

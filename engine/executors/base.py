@@ -13,44 +13,13 @@ output prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from engine.pipeline import (
+    ExecutorChoice,
+    RewriteExecutor,
+    check_executor,
+)
 
-from engine.restore.plan import RewriteTask
-from engine.restore.rewrite import RewriteResult
-from tenants.errors import InvalidArgument
-from tenants.objectstore import ObjectStore
-
-ExecutorName = Literal["local", "spark", "auto"]
-EXECUTORS: tuple[str, ...] = ("local", "spark", "auto")
-OnResult = Callable[[RewriteResult], None]
 AUTO_SPARK_BYTES = 64 * 1024**3
-
-
-class RewriteExecutor(Protocol):
-    name: str
-
-    def rewrite(
-        self, store: ObjectStore, tasks: Sequence[RewriteTask], on_result: OnResult
-    ) -> list[RewriteResult]: ...
-
-
-@dataclass(frozen=True)
-class ExecutorChoice:
-    """Which executor a job uses, and why (printed with the plan)."""
-
-    name: Literal["local", "spark"]
-    reason: str
-
-    def describe(self) -> str:
-        return f"{self.name} ({self.reason})"
-
-
-def check_executor(name: str) -> str:
-    if name not in EXECUTORS:
-        raise InvalidArgument(f"unknown executor {name!r}: use local, spark or auto")
-    return name
 
 
 def decide_executor(name: str, rewrite_bytes: int) -> ExecutorChoice:
@@ -91,3 +60,17 @@ def executor_for(choice: ExecutorChoice) -> RewriteExecutor:
 def choose_executor(name: str, rewrite_bytes: int) -> RewriteExecutor:
     """The executor called ``name``; ``auto`` decides from the work and the master."""
     return executor_for(decide_executor(name, rewrite_bytes))
+
+
+class DefaultExecutors:
+    """The executors a restore job gets (``engine.pipeline.Executors``): local
+    threads or Spark, decided from the work and the effective master."""
+
+    def decide(self, name: str, rewrite_bytes: int) -> ExecutorChoice:
+        return decide_executor(name, rewrite_bytes)
+
+    def build(self, choice: ExecutorChoice) -> RewriteExecutor:
+        return executor_for(choice)
+
+
+EXECUTORS_FACTORY = DefaultExecutors()

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from engine.executors.base import OnResult
-from engine.restore.plan import RewriteTask
-from engine.restore.rewrite import RewriteResult, run_task
+from engine.executors.task import run_task
+from engine.pipeline import OnResult, RewriteResult, RewriteTask
 from tenants.objectstore import ObjectStore
 
 DEFAULT_THREADS = 4
@@ -20,11 +19,11 @@ class LocalExecutor:
         self.threads = threads
 
     def rewrite(
-        self, store: ObjectStore, tasks: Sequence[RewriteTask], on_result: OnResult
+        self, objects: ObjectStore, tasks: Sequence[RewriteTask], on_result: OnResult
     ) -> list[RewriteResult]:
         results: list[RewriteResult] = []
         with ThreadPoolExecutor(max_workers=self.threads) as pool:
-            futures = [pool.submit(run_task, store, task) for task in tasks]
+            futures = [pool.submit(run_task, objects, task) for task in tasks]
             try:
                 for future in as_completed(futures):
                     result = future.result()

@@ -21,9 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.executors.base import OnResult
-from engine.restore.plan import RewriteTask
-from engine.restore.rewrite import RewriteResult, run_task
+from engine.executors.task import run_task
+from engine.pipeline import OnResult, RewriteResult, RewriteTask
 from tenants.errors import RewindError
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
@@ -51,10 +50,10 @@ def _task_from_json(text: str) -> RewriteTask:
     )
 
 
-def task_function(store: ObjectStore) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def task_function(objects: ObjectStore) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """What each Spark task runs: the function ``mapInArrow`` pickles and ships.
 
-    Its closure holds the store, whose settings pickle without credentials; the
+    Its closure holds the object store, whose settings pickle without credentials; the
     executor's own AWS chain supplies them (tests check the pickled bytes).
     """
 
@@ -62,7 +61,7 @@ def task_function(store: ObjectStore) -> Callable[[Iterator[pa.RecordBatch]], It
         for batch in batches:
             for text in batch.column(0).to_pylist():
                 for raw in json.loads(text):
-                    result = run_task(store, _task_from_json(json.dumps(raw)))
+                    result = run_task(objects, _task_from_json(json.dumps(raw)))
                     yield pa.RecordBatch.from_pydict(
                         {"task_id": [result.task_id], "result": [result.to_json()]}
                     )
@@ -87,7 +86,7 @@ class SparkExecutor:
         self.tasks_per_core = tasks_per_core
 
     def rewrite(
-        self, store: ObjectStore, tasks: Sequence[RewriteTask], on_result: OnResult
+        self, objects: ObjectStore, tasks: Sequence[RewriteTask], on_result: OnResult
     ) -> list[RewriteResult]:
         if not tasks:
             return []
@@ -98,7 +97,7 @@ class SparkExecutor:
         sc = spark.sparkContext
         parallelism = max(1, sc.defaultParallelism)
         groups = balance(tasks, parallelism * self.tasks_per_core)
-        run = task_function(store_for_tasks(spark, store))
+        run = task_function(store_for_tasks(spark, objects))
         job_id = tasks[0].job_id
         job_group = f"rewind-restore-{job_id}"
 

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, field
 
 from engine.gc.clocks import aged, real_now
-from engine.gc.retention import PurgeResult, expire_retention
+from engine.gc.purge import PurgeResult, expire_retention
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.gc import (
     forget_collected,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from engine.gc.clocks import aged, real_now
 from engine.gc.ownership import Ownership, ownership
+from engine.pipeline import RestorePlan
 from engine.restore.journal import ACTIVE_STATES
-from engine.restore.plan import RestorePlan
 from tenants.catalog import Catalog
 from tenants.catalog.gc import job_ids_in, known_object_keys, plans_of_jobs_in
 from tenants.objectstore import ObjectInfo, ObjectStore

@@ -67,7 +67,14 @@ def run_gc(
 ) -> GcReport:
     """One GC pass. Objects unreferenced for ``grace_us`` are collected; unknown keys
     are swept only after ``orphan_grace_us`` (at least ``grace_us``), since a long
-    compaction or restore may still be about to register them."""
+    compaction or restore may still be about to register them.
+
+    Raises:
+        InvalidArgument: a grace period under the minimum without
+            ``allow_short_grace``.
+        RewindError: the keep-set could not be built; nothing is deleted
+            ("never delete what you could not prove safe").
+    """
     if grace_us < DEFAULT_GRACE_US and not allow_short_grace:
         raise InvalidArgument(
             f"a grace period of {format_duration(grace_us) if grace_us else '0s'} is shorter than "

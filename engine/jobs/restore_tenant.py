@@ -11,6 +11,12 @@ Spark, since a cluster is why one submits a job. The job runs on the master
 spark-submit gives it, ships Rewind's code to the executors and checks the
 workers before it starts (docs/cluster.md). spark-submit runs this driver's
 Python with its stderr joined to stdout, so ``--json`` errors arrive there.
+
+The driver's S3 settings are built where the CLI builds them
+(:func:`engine.cli.context.warehouse_s3_settings`): the AWS variables,
+completed from the job's ``spark.hadoop.fs.s3a.*`` keys; the executors get
+the endpoint and region with their tasks and their credentials from their own
+chain or a broadcast (tenants.spark_credentials), never from the pickle.
 """
 
 from __future__ import annotations

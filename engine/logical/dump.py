@@ -32,8 +32,7 @@ from engine.logical.manifest import (
     HashKind,
     chain_hash,
 )
-from engine.restore.members import pinned
-from engine.restore.plan import RestorePlan
+from engine.pipeline import SourceAtS
 from tenants.lineage import resolve_point
 from tenants.object_writer import ObjectWriter
 from tenants.objectstore import ObjectStore
@@ -255,40 +254,30 @@ def dump_tenant(
     )
 
 
-def dump_restore_plan(
+def dump_source(
     store: TableStore,
-    plan: RestorePlan,
+    source: SourceAtS,
     dest: ObjectStore,
     root: str,
     *,
     reader: Reader = "local",
-    dump_id: str | None = None,
 ) -> DumpResult:
-    """Dump exactly the objects a restore job planned (and pinned).
+    """Dump the source at S exactly as a restore job pinned it.
 
     A journaled logical restore must not resolve its point again: a time that was
     "now" when planned is no longer protected after the next write, but the
-    pinned objects still hold every row at or before it.
+    pinned objects still hold every row at or before it (``SourceAtS``).
     """
-    with store.catalog.snapshot() as tx:
-        members = pinned(tx, plan)
-    reads = []
-    for table in plan.tables:
-        if table.dropped_ts is not None:
-            continue
-        record = table.record(table.source_table_id, plan.source.id)
-        objects = tuple(o.object for o in members.get(table.source_table_id, []))
-        reads.append(ReadPlan(plan.source, record, plan.at_ts, objects))
     return write_dump(
         store,
-        reads,
-        plan.source,
-        plan.at_ts,
-        plan.at_label,
+        source.reads(),
+        source.tenant,
+        source.at_ts,
+        source.label,
         dest,
         root,
         reader=reader,
-        dump_id=dump_id,
+        dump_id=source.job_id,
     )
 
 

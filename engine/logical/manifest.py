@@ -189,7 +189,11 @@ def chain_hash(part_hashes: Sequence[str]) -> str:
 
 
 def read_manifest(store: ObjectStore, root: str) -> DumpManifest:
-    """The manifest of the dump at ``root``; a dump without one is incomplete."""
+    """The manifest of the dump at ``root``; a dump without one is incomplete.
+
+    Raises:
+        ObjectMissing: no manifest at ``root`` (an incomplete dump).
+    """
     key = f"{root.rstrip('/')}/{MANIFEST}"
     try:
         text = store.get(key).decode()
@@ -202,7 +206,11 @@ def read_manifest(store: ObjectStore, root: str) -> DumpManifest:
 
 
 def check_file(store: ObjectStore, root: str, entry: DumpFile) -> None:
-    """Check a dump file's size and sha256, streaming its bytes."""
+    """Check a dump file's size and sha256, streaming its bytes.
+
+    Raises:
+        CorruptObject: the file's size or sha256 differs from the manifest.
+    """
     where = f"{store.warehouse.uri}/{root}/{entry.path}"
     size, sha = digest_of(store, f"{root}/{entry.path}")
     if size != entry.bytes or sha != entry.sha256:

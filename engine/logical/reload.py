@@ -25,6 +25,8 @@ from engine.logical.manifest import (
     part_record,
     verify_dump,
 )
+from engine.materialise import carry_settings
+from engine.pipeline import RestorePlan
 from tenants.catalog import Tx
 from tenants.catalog.staging import (
     activate_reloaded_tenant,
@@ -41,6 +43,7 @@ from tenants.errors import (
     InvalidArgument,
     RewindError,
 )
+from tenants.handover import hand_over_name
 from tenants.loads import load_into
 from tenants.object_reader import open_object
 from tenants.objectstore import ObjectStore
@@ -53,7 +56,6 @@ from tenants.tenancy import (
     create_table,
     find_tenant,
     new_id,
-    retire_tenant,
     tenant_by_id,
 )
 
@@ -80,6 +82,7 @@ def reload_dump(
     retention_us: int = DEFAULT_RETENTION_US,
     on_swap: Callable[[Tx], None] | None = None,
     checkpoint: Callable[[], None] | None = None,
+    settings_from: RestorePlan | None = None,
 ) -> ReloadResult:
     """Load the dump at ``root`` as tenant ``target_name``.
 
@@ -87,7 +90,15 @@ def reload_dump(
     swap; without it the name must be free (a clone or a new deployment).
     ``on_swap`` runs inside the swap transaction (a restore job marks itself
     done there, so the swap and the job's end are one commit); ``checkpoint``
-    runs between loaded files and may raise to stop the load.
+    runs between loaded files and may raise to stop the load. ``settings_from``
+    (a restore job's plan) gives the new tenant the source's PITR window and
+    schedule; not its snapshots, which no reloaded row is old enough to serve.
+
+    Raises:
+        AlreadyExists: ``target_name`` is taken and nothing is to be replaced.
+        CorruptObject: a dump file or a reloaded table differs from the manifest;
+            the staging tenant is discarded and nothing is installed.
+        ConcurrentModification: the name changed hands while the dump loaded.
     """
     started = time.perf_counter()
     root = root.rstrip("/")
@@ -99,7 +110,7 @@ def reload_dump(
                 f"cannot load the dump as {target_name!r}: an active tenant has that name; "
                 "choose another name"
             )
-        wipe_staging(tx, store.objects, staging_id)
+        wipe_staging(tx, staging_id)
         staging = _create_staging(tx, staging_id, target_name)
         targets = {
             (table.database, table.name): create_table(
@@ -118,18 +129,14 @@ def reload_dump(
         raise
     with store.catalog.transaction() as tx:
         ts = tx.commit_ts()
-        if replace_tenant_id is not None:
-            replaced = tenant_by_id(tx, replace_tenant_id)
-            if replaced.state != "active" or replaced.name != target_name:
-                raise ConcurrentModification(
-                    f"tenant {replaced.ref} is no longer the active holder of {target_name!r}; "
-                    "cancel and restore again"
-                )
-            retire_tenant(tx, replaced, ts, retention_us)
-        elif _active(tx, target_name):
-            raise ConcurrentModification(
-                f"the name {target_name!r} was taken while the dump loaded"
-            )
+        hand_over_name(
+            tx,
+            target_name,
+            ts,
+            replacing=replace_tenant_id,
+            what=f"reloading dump {manifest.dump_id}",
+            retention_us=retention_us,
+        )
         activate_reloaded_tenant(
             tx,
             staging_id,
@@ -139,6 +146,8 @@ def reload_dump(
             ts=ts,
             previous_holder_id=replace_tenant_id,
         )
+        if settings_from is not None:
+            carry_settings(tx, settings_from, staging_id, ts, snapshots=False)
         if on_swap is not None:
             on_swap(tx)
         tenant = tenant_by_id(tx, staging_id)
@@ -183,7 +192,7 @@ def discard_staging(store: TableStore, staging_id: str) -> None:
     prefix = f"tenants/{staging_id}/"
     store.objects.delete_many(info.key for info in store.objects.list(prefix))
     with store.catalog.transaction() as tx:
-        wipe_staging(tx, store.objects, staging_id)
+        wipe_staging(tx, staging_id)
 
 
 def discard_abandoned_staging(store: TableStore, ref: str) -> TenantRecord:
@@ -220,7 +229,7 @@ def _create_staging(tx: Tx, staging_id: str, name: str) -> TenantRecord:
     return tenant_by_id(tx, staging_id)
 
 
-def wipe_staging(tx: Tx, objects: ObjectStore, staging_id: str) -> None:
+def wipe_staging(tx: Tx, staging_id: str) -> None:
     """Forget a half-built staging tenant left by a crash (its objects become orphans)."""
     state = tenant_state(tx, staging_id)
     if state is None:

@@ -147,7 +147,7 @@ def cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobR
         if job.method == "logical":
             from engine.logical.reload import wipe_staging
 
-            wipe_staging(tx, store.objects, job.plan.new_tenant_id)
+            wipe_staging(tx, job.plan.new_tenant_id)
     # The catalog now says: no tenant was installed from this job and no process
     # will install one (a paused holder's install is conditional on its lease and
     # on the job's state). Its outputs are unreferenced; a crash here leaves them

@@ -17,40 +17,34 @@ new ones created, in the same single transaction; the job's holds on them go wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
+from engine.materialise import carry_settings, create_tables, insert_schema_history
+from engine.pipeline import Installed, RestorePlan, RewriteResult
 from engine.restore.journal import transition
-from engine.restore.plan import RestorePlan
-from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.commits import record_commit
 from tenants.catalog.install import (
     has_reuse_pins,
     insert_database,
     insert_restored_tenant,
-    insert_schema_versions,
-    insert_tables,
     install_reused_members,
 )
 from tenants.catalog.jobs import mark_installed
 from tenants.catalog.pins import release_pins
-from tenants.catalog.pitr import insert_pitr_window
-from tenants.catalog.schedules import insert_schedule
-from tenants.catalog.snapshots import insert_snapshots
 from tenants.catalog.table_restore import (
     drop_replaced_tables,
     insert_restored_tables,
 )
 from tenants.catalog.tables import database_row_at
-from tenants.catalog.tenants import active_holder_id
 from tenants.catalog.totals import add_totals, recount
 from tenants.errors import ConcurrentModification, InvalidArgument
+from tenants.handover import hand_over_name
 from tenants.objects import add_member, insert_object
 from tenants.tenancy import (
     DEFAULT_RETENTION_US,
     TenantRecord,
-    retire_tenant,
     tenant_by_id,
     touch_tenant,
 )
@@ -63,43 +57,41 @@ def install(
     *,
     retention_us: int = DEFAULT_RETENTION_US,
     holder: str | None = None,
-) -> tuple[TenantRecord, int]:
-    """Install the restored tenant and mark the job done, in one transaction;
-    return the tenant that holds the result and the install's commit ts.
+) -> Installed:
+    """Install the restored tenant (or tables) and mark the job done, in one transaction.
 
     ``holder`` is the job's lease holder: a process that lost the lease (or
     whose job was cancelled meanwhile) installs nothing.
+
+    Raises:
+        LeaseLost: another process holds the job, or it is no longer installing.
+        ConcurrentModification: the name, the replaced tenant or the target
+            tenant changed while the job ran; nothing is installed.
     """
     with catalog.transaction() as tx:
         transition(tx, plan.job_id, "done", expect=("installing",), holder=holder)
         ts = tx.commit_ts()
         if plan.into_existing_tenant:
             target = _install_tables(tx, plan, results, ts)
-            release_pins(tx, plan.job_id)
-            mark_installed(tx, plan.job_id, ts)
-            return target, ts
-        if plan.replaced_tenant_id is not None:
-            replaced = tenant_by_id(tx, plan.replaced_tenant_id)
-            if replaced.state != "active" or replaced.name != plan.target_name:
-                raise ConcurrentModification(
-                    f"restore job {plan.job_id}: tenant {replaced.ref} is no longer the active "
-                    f"holder of {plan.target_name!r}; cancel the job and plan again"
-                )
-            retire_tenant(tx, replaced, ts, retention_us)
-        elif active_holder_id(tx, plan.target_name) is not None:
-            raise ConcurrentModification(
-                f"restore job {plan.job_id}: the name {plan.target_name!r} was taken meanwhile; "
-                "cancel the job and restore --to another name"
+        else:
+            hand_over_name(
+                tx,
+                plan.target_name,
+                ts,
+                replacing=plan.replaced_tenant_id,
+                what=f"restore job {plan.job_id}",
+                retention_us=retention_us,
             )
-        _create_tenant(tx, plan, ts)
-        create_tables(
-            tx, plan, plan.new_tenant_id, {name: db for name, (db, _) in plan.databases.items()}
-        )
-        _install_objects(tx, plan, results, ts)
-        _carry_settings(tx, plan, ts)
+            _create_tenant(tx, plan, ts)
+            create_tables(
+                tx, plan, plan.new_tenant_id, {name: db for name, (db, _) in plan.databases.items()}
+            )
+            _install_objects(tx, plan, results, ts)
+            carry_settings(tx, plan, plan.new_tenant_id, ts)
+            target = tenant_by_id(tx, plan.new_tenant_id)
         release_pins(tx, plan.job_id)
         mark_installed(tx, plan.job_id, ts)
-        return tenant_by_id(tx, plan.new_tenant_id), ts
+        return Installed(target, ts)
 
 
 def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:
@@ -113,31 +105,6 @@ def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:
         job_id=plan.job_id,
         previous_holder_id=plan.replaced_tenant_id,
     )
-
-
-def create_tables(
-    tx: Tx, plan: RestorePlan, tenant_id: str, database_ids: Mapping[str, str]
-) -> None:
-    """The plan's databases (under ``database_ids``, by name), tables and schema
-    versions, in ``tenant_id``: a restore's install, and a physical backup's
-    (which mints fresh database ids, the plan's being the source deployment's)."""
-    for name, (_, created_ts) in plan.databases.items():
-        insert_database(tx, database_ids[name], tenant_id, name, created_ts)
-    insert_tables(
-        tx,
-        [
-            (
-                table.new_table_id,
-                tenant_id,
-                database_ids[table.database],
-                table.name,
-                table.created_ts,
-                table.dropped_ts,
-            )
-            for table in plan.tables
-        ],
-    )
-    _insert_schema_versions(tx, plan)
 
 
 def _install_tables(
@@ -175,7 +142,7 @@ def _install_tables(
             for table in plan.tables
         ],
     )
-    _insert_schema_versions(tx, plan)
+    insert_schema_history(tx, plan)
     _install_objects(tx, plan, results, ts)
     touch_tenant(tx, target.id, ts)
     for table_id in plan.replaced_table_ids:
@@ -194,18 +161,6 @@ def _install_tables(
             size=reused_bytes + sum(o.bytes for o in rewritten),
         )
     return tenant_by_id(tx, target.id)
-
-
-def _insert_schema_versions(tx: Tx, plan: RestorePlan) -> None:
-    """Every new table's schema versions up to S."""
-    insert_schema_versions(
-        tx,
-        [
-            (table.new_table_id, v.valid_from_ts, v.columns_json, v.primary_key_json, v.fingerprint)
-            for table in plan.tables
-            for v in table.schema_versions
-        ],
-    )
 
 
 def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:
@@ -231,25 +186,3 @@ def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult]
     for result in results:
         insert_object(tx, replace(result.output, created_ts=ts))
         add_member(tx, out_table[result.task_id], result.output.id, ts)
-
-
-def _carry_settings(tx: Tx, plan: RestorePlan, ts: int) -> None:
-    insert_snapshots(
-        tx,
-        [(plan.new_tenant_id, s.name, s.ts, s.kind, ts, s.expires_at) for s in plan.snapshots],
-    )
-    if plan.pitr_window_us is not None:
-        insert_pitr_window(tx, plan.new_tenant_id, plan.pitr_window_us, ts)
-    if plan.schedule is not None:
-        # the carried schedule starts at the install, like the PITR window
-        s = plan.schedule
-        insert_schedule(
-            tx,
-            plan.new_tenant_id,
-            first_at_us=s["first_at_us"],
-            interval_us=s["interval_us"],
-            retain_age_us=s["retain_age_us"],
-            retain_count=s["retain_count"],
-            name_prefix=s["name_prefix"],
-            set_ts=ts,
-        )

@@ -18,10 +18,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from engine.executors.base import decide_executor, executor_for
+from engine.executors import EXECUTORS_FACTORY
+from engine.logical.runner import ensure_dump, reload_as_restore
+from engine.pipeline import (
+    Executors,
+    Installed,
+    RestorePlan,
+    RewriteResult,
+    Verified,
+    check_level,
+    check_method,
+)
 from engine.restore.cancel import AlreadyInstalled as AlreadyInstalled
 from engine.restore.cancel import RestoreCancelled, cancel_now, staging_root
 from engine.restore.cancel import cancel_restore as cancel_restore
@@ -30,6 +41,7 @@ from engine.restore.journal import (
     ACTIVE_STATES,
     JobRecord,
     error_json,
+    finish,
     finished_results,
     load_job,
     record_result,
@@ -43,13 +55,12 @@ from engine.restore.lease import (
     StopRequested,
 )
 from engine.restore.members import PlanOutdated, require_current_pins
-from engine.restore.plan import RestorePlan, plan_restore
-from engine.restore.rewrite import RewriteResult
-from engine.restore.verify import check_level, verify_full, verify_objects, verify_rewrites
+from engine.restore.plan import plan_restore
+from engine.restore.source import source_at
+from engine.restore.verify import verify as verify_step
 from tenants.catalog import Tx
 from tenants.catalog.jobs import mark_installed
 from tenants.catalog.pins import release_pins
-from tenants.catalog.tenants import tenant_row
 from tenants.errors import InvalidArgument, RewindError
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord
@@ -88,15 +99,18 @@ def restore_tenant(
     verify: str = "objects",
     method: str = "auto",
     progress: Progress | None = None,
+    executors: Executors = EXECUTORS_FACTORY,
 ) -> RestoreOutcome:
     """Restore ``tenant`` to ``point`` (snapshot name, ISO instant or ts).
 
     ``method`` is ``physical`` (reuse objects, rewrite straddlers), ``logical``
     (dump at S to the warehouse's staging area, reload, swap) or ``auto``,
     which is physical whenever the plan can reuse the source's objects in
-    place (always, within one warehouse; see ``choose_method``).
+    place (always, within one warehouse; see ``choose_method``). ``executor``
+    (``local``, ``spark``, ``auto``) is decided and built by ``executors``.
 
     Raises:
+        InvalidArgument: an unknown executor, verify level or method.
         NotFound, UnprotectedTime, AlreadyExists: bad input; nothing changed.
         RestoreInProgress: the tenant already has an unfinished restore job.
         RewindError: a step failed; the job is ``failed`` and resumable.
@@ -108,6 +122,7 @@ def restore_tenant(
         verify=verify,
         method=method,
         progress=progress,
+        executors=executors,
     )
 
 
@@ -119,17 +134,25 @@ def run_restore(
     verify: str = "objects",
     method: str = "auto",
     progress: Progress | None = None,
+    executors: Executors = EXECUTORS_FACTORY,
 ) -> RestoreOutcome:
     """Plan with ``make_plan``, journal the job and run it: every restore's path
     (a tenant, a database, a table). A plan that GC outdated before its job
-    started is made again, up to ``PLAN_ATTEMPTS`` times."""
+    started is made again, up to ``PLAN_ATTEMPTS`` times.
+
+    Raises:
+        InvalidArgument: an unknown executor, verify level or method.
+        PlanOutdated: GC kept outdating the plan.
+        RewindError: as ``make_plan`` and the job's steps raise.
+    """
     check_level(verify)
+    check_method(method)
     for attempt in range(1, PLAN_ATTEMPTS + 1):
         started = time.perf_counter()
         plan = make_plan()
         planned = time.perf_counter() - started
         chosen, _ = choose_method(method, plan)
-        choice = decide_executor(executor, plan.totals()["rewrite"][1])
+        choice = executors.decide(executor, plan.totals()["rewrite"][1])
         if choice.name == "spark" and plan.tasks and chosen == "physical":
             # Start Spark (and check a cluster's workers) before the job exists:
             # a worker that cannot run the tasks fails here, with nothing journaled.
@@ -165,12 +188,16 @@ def run_restore(
         plan.totals(),
     )
     lease.begin()
-    outcome = _run(store, job, lease, progress, {"plan": planned})
+    outcome = _run(store, job, lease, progress, {"plan": planned}, executors)
     return replace(outcome, executor_reason=choice.reason)
 
 
 def resume_restore(
-    store: TableStore, job_id: str, *, progress: Progress | None = None
+    store: TableStore,
+    job_id: str,
+    *,
+    progress: Progress | None = None,
+    executors: Executors = EXECUTORS_FACTORY,
 ) -> RestoreOutcome:
     """Finish an interrupted or failed job, from its journal.
 
@@ -191,16 +218,19 @@ def resume_restore(
     if job.state in ("done", "cancelled"):
         lease.close()
         raise InvalidArgument(f"restore job {job_id} is {job.state}; there is nothing to resume")
-    outcome = _run(store, job, lease, progress, {})
+    outcome = _run(store, job, lease, progress, {}, executors)
     return replace(outcome, executor_reason="recorded with the job when it was planned")
 
 
 def choose_method(method: str, plan: RestorePlan) -> tuple[str, str]:
     """(method, why). Physical needs the source's objects in this warehouse, readable
     by this Rewind; the plan has already proven that (it lists them from the
-    catalog and validated every fingerprint), so ``auto`` picks physical."""
-    if method not in ("auto", "physical", "logical"):
-        raise InvalidArgument(f"unknown restore method {method!r}: use physical, logical or auto")
+    catalog and validated every fingerprint), so ``auto`` picks physical.
+
+    Raises:
+        InvalidArgument: an unknown method, or logical for a table or database.
+    """
+    check_method(method)
     if method == "logical" and plan.into_existing_tenant:
         raise InvalidArgument(
             f"a {plan.scope} restore is physical only: it installs tables into tenant "
@@ -222,13 +252,14 @@ def _run(
     lease: JobLease,
     progress: Progress | None,
     seconds: dict[str, float],
+    executors: Executors,
 ) -> RestoreOutcome:
     """Run the job under ``lease`` (held by this process; closed on the way out)."""
     with lease:
         try:
             if job.method == "logical":
                 return _run_logical(store, job, lease, seconds)
-            return _run_physical(store, job, lease, progress, seconds)
+            return _run_physical(store, job, lease, progress, seconds, executors)
         except StopRequested as e:
             cancel_now(store, job, holder=lease.holder)
             raise RestoreCancelled(
@@ -250,119 +281,124 @@ def _run_physical(
     lease: JobLease,
     progress: Progress | None,
     seconds: dict[str, float],
+    executors: Executors,
 ) -> RestoreOutcome:
+    """The physical path, as values: the plan's tasks -> results -> Verified -> Installed.
+
+    Each step is timed into ``seconds`` and finished in the journal before the
+    next starts; the install's transaction also marks the job done.
+    """
     plan = job.plan
     catalog = store.catalog
     holder = lease.holder
-    clock = time.perf_counter()
     lease.poll()
     set_state(catalog, job.id, "rewriting", expect=ACTIVE_STATES, holder=holder)
-    results = finished_results(catalog, job.id)
+
+    with _timed(seconds, "rewrite"):
+        results, executor_name = _rewrite(store, job, lease, progress, executors)
+    lease.poll()
+    finish(catalog, job, "rewrite", results, holder=holder)
+
+    with _timed(seconds, "verify"):
+        verified = verify_step(catalog, store.objects, plan, results, check_level(job.verify))
+    lease.poll()
+    finish(catalog, job, "verify", verified, holder=holder)
+
+    with _timed(seconds, "install"):
+        installed = install(catalog, plan, results, holder=holder)
+    log.info(
+        "tenant %s: restore job %s installed as %s", plan.source.ref, job.id, installed.tenant.ref
+    )
+    return _outcome(job, executor_name, results, verified, installed, seconds)
+
+
+def _rewrite(
+    store: TableStore,
+    job: JobRecord,
+    lease: JobLease,
+    progress: Progress | None,
+    executors: Executors,
+) -> tuple[list[RewriteResult], str]:
+    """Every task's result: those the journal has, and the rest, run now (each
+    journaled as it completes). Returns them and the executor's name."""
+    results = finished_results(store.catalog, job.id)
     done = {r.task_id for r in results}
-    pending = [t for t in plan.tasks if t.task_id not in done]
-    executor = executor_for(decide_executor(job.executor, sum(t.input.bytes for t in pending)))
+    pending = [t for t in job.plan.tasks if t.task_id not in done]
+    executor = executors.build(
+        executors.decide(job.executor, sum(t.input.bytes for t in pending))
+    )
 
     def on_result(result: RewriteResult) -> None:
         lease.poll()  # one small read per task: a stop request is seen within a task
-        record_result(catalog, job.id, result)
+        record_result(store.catalog, job.id, result)
         if progress:
             progress(result)
 
     results += executor.rewrite(store.objects, pending, on_result)
-    seconds["rewrite"] = time.perf_counter() - clock
+    return results, executor.name
 
-    clock = time.perf_counter()
-    lease.poll()
-    set_state(catalog, job.id, "verifying", expect=("rewriting",), holder=holder)
-    checked = prefixes = compared = 0
-    if job.verify != "none":
-        checked, prefixes = verify_objects(catalog, store.objects, plan, results)
-        verify_rewrites(store.objects, plan, results)
-    if job.verify == "full":
-        compared = verify_full(catalog, store.objects, plan, results)
-    seconds["verify"] = time.perf_counter() - clock
 
-    clock = time.perf_counter()
-    lease.poll()
-    set_state(catalog, job.id, "installing", expect=("verifying",), holder=holder)
-    tenant, installed_ts = install(catalog, plan, results, holder=holder)
-    seconds["install"] = time.perf_counter() - clock
-    log.info("tenant %s: restore job %s installed as %s", plan.source.ref, job.id, tenant.ref)
+def _outcome(
+    job: JobRecord,
+    executor: str,
+    results: list[RewriteResult],
+    verified: Verified,
+    installed: Installed,
+    seconds: dict[str, float],
+) -> RestoreOutcome:
     return RestoreOutcome(
         job_id=job.id,
-        plan=plan,
-        tenant=tenant,
-        executor=executor.name,
+        plan=job.plan,
+        tenant=installed.tenant,
+        executor=executor,
         rewritten=len(results),
         bytes_written=sum(r.output.bytes for r in results),
-        objects_verified=checked,
-        prefixes_listed=prefixes,
-        tables_compared=compared,
+        objects_verified=verified.objects,
+        prefixes_listed=verified.prefixes,
+        tables_compared=verified.tables,
         seconds=seconds,
         workers=tuple(sorted({r.worker for r in results if r.worker})),
-        installed_ts=installed_ts,
+        installed_ts=installed.ts,
     )
+
+
+@contextmanager
+def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[step] = time.perf_counter() - started
 
 
 def _run_logical(
     store: TableStore, job: JobRecord, lease: JobLease, seconds: dict[str, float]
 ) -> RestoreOutcome:
-    """Dump at S into the staging area (unless a complete dump is there), reload, swap.
+    """Dump the source at S into the staging area, reload it, swap (engine.logical.runner).
 
     The swap and "done" are one transaction, so no crash can leave an installed
     tenant behind a job that still looks cancellable.
     """
-    from engine.logical.dump import dump_restore_plan
-    from engine.logical.manifest import MANIFEST, read_manifest
-    from engine.logical.reload import reload_dump
-
     plan = job.plan
     root = staging_root(job.id)
     holder = lease.holder
     lease.poll()
     set_state(store.catalog, job.id, "rewriting", expect=ACTIVE_STATES, holder=holder)
-    clock = time.perf_counter()
-    have_dump = any(i.key == f"{root}/{MANIFEST}" for i in store.objects.list(f"{root}/"))
-    if not have_dump:
-        dump_restore_plan(
-            store,
-            plan,
-            store.objects,
-            root,
-            reader="spark" if job.executor == "spark" else "local",
-            dump_id=job.id,
+    with _timed(seconds, "dump"):
+        source = source_at(store.catalog, plan)
+        manifest = ensure_dump(
+            store, source, root, reader="spark" if job.executor == "spark" else "local"
         )
-    seconds["dump"] = time.perf_counter() - clock
-    clock = time.perf_counter()
     lease.poll()
     set_state(store.catalog, job.id, "installing", expect=("rewriting",), holder=holder)
-    manifest = read_manifest(store.objects, root)
 
     def mark_done(tx: Tx) -> None:
         transition(tx, job.id, "done", expect=("installing",), holder=holder)
         release_pins(tx, job.id)
         mark_installed(tx, job.id, tx.commit_ts())
 
-    tenant = _installed_by(store, job)
-    if tenant is None:
-        tenant = reload_dump(
-            store,
-            store.objects,
-            root,
-            target_name=plan.target_name,
-            replace_tenant_id=plan.replaced_tenant_id,
-            staging_id=plan.new_tenant_id,
-            job_id=job.id,
-            on_swap=mark_done,
-            checkpoint=lease.check,
-        ).tenant
-    else:
-        # Swapped in by a Rewind that marked the job done in a second transaction,
-        # and stopped between the two: finish the job.
-        with store.catalog.transaction() as tx:
-            mark_done(tx)
-    seconds["reload"] = time.perf_counter() - clock
-    store.objects.delete_many(i.key for i in store.objects.list(f"{root}/"))
+    with _timed(seconds, "reload"):
+        tenant = reload_as_restore(store, plan, root, on_swap=mark_done, checkpoint=lease.check)
     return RestoreOutcome(
         job_id=job.id,
         plan=plan,
@@ -377,14 +413,6 @@ def _run_logical(
         seconds=seconds,
         method="logical",
     )
-
-
-def _installed_by(store: TableStore, job: JobRecord) -> TenantRecord | None:
-    with store.catalog.snapshot() as tx:
-        row = tenant_row(tx, job.plan.new_tenant_id)
-    if row is not None and row["state"] != "staging" and row["restore_job_id"] == job.id:
-        return TenantRecord.from_row(row)
-    return None
 
 
 def _failed(store: TableStore, job: JobRecord, error: Exception, holder: str) -> Exception:

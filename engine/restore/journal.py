@@ -11,13 +11,13 @@ remove them.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.pipeline import RestorePlan, RewriteResult
 from engine.restore.lease import LeaseLost
 from engine.restore.members import pin_plan
-from engine.restore.plan import RestorePlan
-from engine.restore.rewrite import RewriteResult
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.jobs import (
     done_task_results,
@@ -37,6 +37,7 @@ from tenants.catalog.table_restore import lock_tables
 from tenants.errors import InvalidArgument, NotFound, RestoreInProgress
 from tenants.times import format_ts
 
+log = logging.getLogger(__name__)
 JobState = Literal["planned", "rewriting", "verifying", "installing", "done", "failed", "cancelled"]
 ACTIVE_STATES: tuple[JobState, ...] = ("planned", "rewriting", "verifying", "installing", "failed")
 # States in which no process runs the job: moving to one ends its lease.
@@ -203,6 +204,11 @@ def transition(
 
     A move to a stopped state (done, failed, cancelled) also ends the lease, in
     the same statement: the job is no longer running anywhere.
+
+    Raises:
+        NotFound: no job ``job_id``.
+        LeaseLost: the job is in an expected state but another process holds it.
+        InvalidArgument: the job is in none of the ``expect`` states.
     """
     changed = set_job_state(
         tx,
@@ -227,6 +233,32 @@ def transition(
             f"restore job {job_id} is {row['state']}; it cannot move to {state} "
             f"(only from {', '.join(expect)})"
         )
+
+
+# What finishing a step of a running job moves it to: (from, to). The install
+# finishes in its own transaction (``engine.restore.install``), with "done".
+Step = Literal["rewrite", "verify"]
+STEPS: dict[Step, tuple[JobState, JobState]] = {
+    "rewrite": ("rewriting", "verifying"),
+    "verify": ("verifying", "installing"),
+}
+
+
+def finish(catalog: Catalog, job: JobRecord, step: Step, value: object, *, holder: str) -> None:
+    """Record that ``step`` of ``job`` produced ``value``: the job moves on to the
+    next step, iff this process still holds its lease.
+
+    The rewrite's results are journaled one by one as tasks finish (``record_result``),
+    and they are what a resumed job reuses; a verification is quick to repeat, so a
+    resumed job verifies again rather than trusting a record of it.
+
+    Raises:
+        LeaseLost: another process holds the job now.
+    """
+    before, after = STEPS[step]
+    set_state(catalog, job.id, after, expect=(before,), holder=holder)
+    shown = f"{len(value)} result(s)" if isinstance(value, list | tuple) else value
+    log.info("tenant %s: restore job %s finished %s: %s", job.plan.source.ref, job.id, step, shown)
 
 
 def jobs_of(catalog: Catalog, names: list[str], tenant_ids: list[str]) -> list[JobRecord]:

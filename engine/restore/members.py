@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from engine.restore.plan import Action, RestorePlan, classify
+from engine.pipeline import Action, RestorePlan, classify
 from tenants.catalog import Tx
 from tenants.catalog.bases import insert_job_bases
 from tenants.catalog.gc import gc_decided_since

@@ -8,9 +8,10 @@ that a carried snapshot still needs), each live member object is:
 - ``rewrite`` otherwise: it straddles S, and a task keeps its rows <= S.
 
 Every object's schema fingerprint must be one of its table's schema versions,
-or the plan fails before anything is written. The plan is a value: it
-serialises to JSON (and is journaled with the job), prints as a table, and
-derives the rewrite tasks with deterministic output keys.
+or the plan fails before anything is written. The plan is a value
+(``engine.pipeline.RestorePlan``): it serialises to JSON (and is journaled
+with the job), prints as a table, and derives the rewrite tasks with
+deterministic output keys.
 
 The plan is set-based: the catalog classifies and sums members in SQL, and the
 plan keeps per table the objects and bytes of each action, but full records
@@ -21,12 +22,21 @@ as its source held them at the plan's ``read_ts`` (``engine.restore.members``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import Any
 
+from engine.pipeline import (
+    Action,
+    Mode,
+    RestorePlan,
+    RewriteTask,
+    SchemaVersionPlan,
+    SnapshotPlan,
+    TablePlan,
+    classify,
+)
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import (
     database_rows_at,
@@ -40,217 +50,10 @@ from tenants.catalog.totals import totals_of_tables
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.lineage import inherited_snapshots, resolve_point
 from tenants.names import tenant_name
-from tenants.objects import ObjectRecord, object_key, record_from_tuple
+from tenants.objects import ObjectRecord, record_from_tuple
 from tenants.pitr import get_pitr
 from tenants.schedules import get_schedule
-from tenants.schema import TableSchema
-from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id
-
-Action = Literal["reuse", "rewrite", "skip"]
-Mode = Literal["in_place", "clone"]
-Scope = Literal["tenant", "database", "table"]
-ACTIONS: tuple[Action, ...] = ("reuse", "rewrite", "skip")
-
-
-@dataclass(frozen=True)
-class SchemaVersionPlan:
-    valid_from_ts: int
-    columns_json: str
-    primary_key_json: str
-    fingerprint: str
-
-
-@dataclass(frozen=True)
-class TablePlan:
-    source_table_id: str
-    new_table_id: str
-    database: str
-    name: str
-    created_ts: int
-    dropped_ts: int | None
-    primary_key: tuple[str, ...]
-    schema_versions: tuple[SchemaVersionPlan, ...]
-    counts: dict[Action, tuple[int, int]]  # (objects, bytes) per action
-    rewrites: tuple[ObjectRecord, ...]  # the straddling objects, oldest first
-    # (kind, fingerprint, objects, bytes) of the reused objects: the new table's
-    # member totals (empty in plans journaled before member totals existed)
-    reuse_groups: tuple[tuple[str, str, int, int], ...] = ()
-    # A table or database restore under another name (``--to``): the new
-    # table's database and name (None: the source's).
-    target_database: str | None = None
-    target_name: str | None = None
-
-    @property
-    def qualified(self) -> str:
-        """The source table's name at S."""
-        return f"{self.database}.{self.name}"
-
-    @property
-    def out_database(self) -> str:
-        return self.target_database or self.database
-
-    @property
-    def out_name(self) -> str:
-        return self.target_name or self.name
-
-    @property
-    def out_qualified(self) -> str:
-        """The new table's name."""
-        return f"{self.out_database}.{self.out_name}"
-
-    def record(self, table_id: str, tenant_id: str) -> TableRecord:
-        """The table as of S (its newest schema version at or before S), for a read."""
-        latest = self.schema_versions[-1]
-        schema = TableSchema.from_json(latest.columns_json, latest.primary_key_json)
-        return TableRecord(
-            table_id,
-            tenant_id,
-            "",
-            self.database,
-            self.name,
-            self.created_ts,
-            None,
-            schema,
-            latest.valid_from_ts,
-        )
-
-    def totals(self) -> dict[Action, tuple[int, int]]:
-        """(objects, bytes) per action."""
-        return {a: self.counts.get(a, (0, 0)) for a in ACTIONS}
-
-
-@dataclass(frozen=True)
-class RewriteTask:
-    """Keep an object's rows with ``__ts <= as_of``, sorted, under the new tenant."""
-
-    task_id: str
-    job_id: str
-    input: ObjectRecord
-    primary_key: tuple[str, ...]
-    as_of: int
-    out_tenant_id: str
-    out_table_id: str
-
-    @property
-    def out_object_id(self) -> str:
-        """Derived from (job, input): a retried task overwrites its own output."""
-        return hashlib.sha256(f"{self.job_id}/{self.input.id}".encode()).hexdigest()[:32]
-
-    @property
-    def out_key(self) -> str:
-        return object_key(
-            self.out_tenant_id, self.out_table_id, self.input.kind, self.out_object_id
-        )
-
-
-@dataclass(frozen=True)
-class SnapshotPlan:
-    name: str
-    ts: int
-    kind: str
-    expires_at: int | None
-
-
-@dataclass(frozen=True)
-class RestorePlan:
-    job_id: str
-    source: TenantRecord
-    replaced_tenant_id: str | None
-    target_name: str
-    mode: Mode
-    at_ts: int
-    at_label: str
-    new_tenant_id: str
-    databases: dict[str, tuple[str, int]]  # name -> (new id, created_ts)
-    tables: tuple[TablePlan, ...]
-    snapshots: tuple[SnapshotPlan, ...]
-    pitr_window_us: int | None
-    schedule: dict[str, Any] | None
-    tasks: tuple[RewriteTask, ...] = field(default=())
-    # The catalog's last commit ts in the snapshot the plan read: the job's tables
-    # inherit their sources as of it (0 in plans journaled before bases existed).
-    read_ts: int = 0
-    # What the job restores: "tenant" (a new tenant, ``new_tenant_id``), or
-    # "database" / "table": new tables installed into the existing tenant
-    # ``new_tenant_id`` (docs/table-restore.md).
-    scope: Scope = "tenant"
-    # A table or database restore in place: the live tables its install drops
-    # (the job holds them while it runs), and the database it holds.
-    replaced_table_ids: tuple[str, ...] = ()
-    locked_database_id: str | None = None
-
-    @property
-    def into_existing_tenant(self) -> bool:
-        """Whether the install adds tables to a tenant that exists (not a new one)."""
-        return self.scope != "tenant"
-
-    def totals(self) -> dict[Action, tuple[int, int]]:
-        out: dict[Action, tuple[int, int]] = {a: (0, 0) for a in ACTIONS}
-        for table in self.tables:
-            for action, (count, size) in table.totals().items():
-                out[action] = (out[action][0] + count, out[action][1] + size)
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> RestorePlan:
-        raw = json.loads(text)
-        for t in raw["tables"]:
-            if "objects" in t:  # journaled before plans were set-based (catalog step 6)
-                _upgrade_table(t)
-        tables = tuple(
-            TablePlan(
-                **{
-                    **t,
-                    "primary_key": tuple(t["primary_key"]),
-                    "schema_versions": tuple(SchemaVersionPlan(**v) for v in t["schema_versions"]),
-                    "counts": {a: (c[0], c[1]) for a, c in t["counts"].items()},
-                    "rewrites": tuple(ObjectRecord(**o) for o in t["rewrites"]),
-                    "reuse_groups": tuple(tuple(g) for g in t.get("reuse_groups", ())),
-                }
-            )
-            for t in raw["tables"]
-        )
-        tasks = tuple(
-            RewriteTask(
-                **{**k, "input": ObjectRecord(**k["input"]), "primary_key": tuple(k["primary_key"])}
-            )
-            for k in raw["tasks"]
-        )
-        return cls(
-            **{
-                **raw,
-                "source": TenantRecord(**raw["source"]),
-                "databases": {k: tuple(v) for k, v in raw["databases"].items()},
-                "tables": tables,
-                "snapshots": tuple(SnapshotPlan(**s) for s in raw["snapshots"]),
-                "tasks": tasks,
-                "replaced_table_ids": tuple(raw.get("replaced_table_ids", ())),
-            }
-        )
-
-
-def _upgrade_table(raw: dict[str, Any]) -> None:
-    """A table of a plan that listed every object: keep counts and straddlers only."""
-    counts: dict[str, list[int]] = {}
-    for item in raw.pop("objects"):
-        count = counts.setdefault(item["action"], [0, 0])
-        count[0] += 1
-        count[1] += item["object"]["bytes"]
-        if item["action"] == "rewrite":
-            raw.setdefault("rewrites", []).append(item["object"])
-    raw["counts"] = counts
-    raw.setdefault("rewrites", [])
-
-
-def classify(record: ObjectRecord, at_ts: int) -> Action:
-    if record.max_ts <= at_ts:
-        return "reuse"
-    if record.min_ts > at_ts:
-        return "skip"
-    return "rewrite"
+from tenants.tenancy import TenantRecord, find_tenant, new_id
 
 
 def plan_restore(
@@ -289,7 +92,11 @@ def plan_in(
     job_id: str | None = None,
     check_target: bool = True,
 ) -> RestorePlan:
-    """``plan_restore`` inside a caller's transaction (to list its members in the same one)."""
+    """``plan_restore`` inside a caller's transaction (to list its members in the same one).
+
+    Raises:
+        As ``plan_restore``; TenantDropped: in place, the tenant is dropped.
+    """
     job_id = job_id or new_id()
     current = find_tenant(tx, tenant)
     source, at_ts, label = resolve_point(tx, current, point)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.restore.plan import RestorePlan, Scope, plan_tables, rewrite_tasks
+from engine.pipeline import RestorePlan, Scope
+from engine.restore.plan import plan_tables, rewrite_tasks
 from tenants.catalog import Catalog, Row, Tx
 from tenants.catalog.restore_plan import plan_table_rows
 from tenants.catalog.table_restore import (

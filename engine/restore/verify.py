@@ -4,8 +4,9 @@
   recorded size, checked by listing each table prefix (1,000 keys a request)
   rather than one HEAD per object; and every rewritten object's rows hash to
   the hash of its input's rows at S.
-- ``full``: also each table's row count and content hash equal a snapshot
-  read of the source at S.
+- ``full``: also each table's row count and content hash, read from the
+  objects the new table will hold, equal the source read at S
+  (``engine.restore.source``: the same value a logical restore dumps).
 A missing or mismatched object fails the job loudly, naming it.
 """
 
@@ -13,34 +14,33 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Literal
 
-from engine.restore.members import pinned, pinned_sizes
-from engine.restore.plan import RestorePlan, TablePlan
-from engine.restore.rewrite import RewriteResult
+from engine.pipeline import (
+    RestorePlan,
+    RewriteResult,
+    SourceAtS,
+    Verified,
+    VerifyLevel,
+)
+from engine.restore.members import pinned_sizes
+from engine.restore.source import source_at
 from tenants.catalog import Catalog
-from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
+from tenants.errors import CorruptObject, ObjectMissing
 from tenants.object_reader import object_row_hash
 from tenants.objectstore import ObjectStore
-from tenants.reads import ReadPlan, plan_read, read_plan_in, stream_visible
+from tenants.reads import ReadPlan, stream_visible
 from tenants.row_hash import RowHasher
-from tenants.tenancy import tenant_by_id
-
-VerifyLevel = Literal["none", "objects", "full"]
-VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
-
-
-def check_level(level: str) -> VerifyLevel:
-    if level not in VERIFY_LEVELS:
-        raise InvalidArgument(f"unknown verify level {level!r}: use none, objects or full")
-    return level  # type: ignore[return-value]
 
 
 def verify_objects(
-    catalog: Catalog, store: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
+    catalog: Catalog, objects: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
 ) -> tuple[int, int]:
-    """Existence and size of every installed object, by listing; returns (objects, prefixes)."""
+    """Existence and size of every installed object, by listing; returns (objects, prefixes).
+
+    Raises:
+        ObjectMissing: an object is not listed under its prefix.
+        CorruptObject: an object's listed size differs from its record.
+    """
     with catalog.snapshot() as tx:
         sizes = pinned_sizes(tx, plan, "reuse")
     sizes += [(r.output.key, r.output.bytes) for r in results]
@@ -49,26 +49,30 @@ def verify_objects(
         expected[key.rsplit("/", 1)[0] + "/"][key] = size
     checked = 0
     for prefix, keys in expected.items():
-        listed = {info.key: info.size for info in store.list(prefix)}
+        listed = {info.key: info.size for info in objects.list(prefix)}
         for key, size in keys.items():
             if key not in listed:
                 raise ObjectMissing(
                     f"restore job {plan.job_id} of tenant {plan.source.name!r}: object "
-                    f"{store.warehouse.uri}/{key} is missing; the new tenant was not installed"
+                    f"{objects.warehouse.uri}/{key} is missing; the new tenant was not installed"
                 )
             if listed[key] != size:
                 raise CorruptObject(
                     f"restore job {plan.job_id} of tenant {plan.source.name!r}: object "
-                    f"{store.warehouse.uri}/{key} has {listed[key]} bytes, expected {size}"
+                    f"{objects.warehouse.uri}/{key} has {listed[key]} bytes, expected {size}"
                 )
             checked += 1
     return checked, len(expected)
 
 
-def verify_rewrites(store: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]) -> int:
-    """Each rewritten object re-read hashes to its input's rows at S."""
+def verify_rewrites(objects: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]) -> int:
+    """Each rewritten object re-read hashes to its input's rows at S.
+
+    Raises:
+        CorruptObject: a rewritten object's rows do not hash to its input's at S.
+    """
     for result in results:
-        if object_row_hash(store, result.output) != result.content_hash:
+        if object_row_hash(objects, result.output) != result.content_hash:
             raise CorruptObject(
                 f"restore job {plan.job_id}: rewritten object {result.output.key} does not hold "
                 f"the rows of its input {result.task_id} at ts {plan.at_ts}"
@@ -76,59 +80,62 @@ def verify_rewrites(store: ObjectStore, plan: RestorePlan, results: Sequence[Rew
     return len(results)
 
 
-def verify_full(
-    catalog: Catalog, store: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
-) -> int:
-    """Every table read from the new objects equals a snapshot read of the source at S."""
-    with catalog.snapshot() as tx:
-        reused = pinned(tx, plan, "reuse")
+def verify_full(objects: ObjectStore, source: SourceAtS, results: Sequence[RewriteResult]) -> int:
+    """Every table read from the new objects equals the source read at S.
+
+    Raises:
+        CorruptObject: a table's rows or content hash differ from the source's at S.
+    """
     outputs = {r.task_id: r.output for r in results}
     compared = 0
-    for table in plan.tables:
-        if table.dropped_ts is not None:
-            continue
-        source = (
-            _source_at(catalog, plan, table)
-            if plan.into_existing_tenant
-            else plan_read(catalog, plan.source.ref, table.database, table.name, plan.at_ts)
-        )
-        expected = _visible_hash(store, source)
-        record = table.record(table.new_table_id, plan.new_tenant_id)
+    for table in source.tables:
+        plan = table.plan
+        expected = _visible_hash(objects, table.read(source.tenant, source.at_ts))
         candidate = ReadPlan(
-            replace(source.tenant, id=plan.new_tenant_id),
-            record,
-            plan.at_ts,
-            tuple(
-                o
-                for o in [i.object for i in reused.get(table.source_table_id, [])]
-                + [outputs[r.id] for r in table.rewrites]
-                if o.min_ts <= plan.at_ts
-            ),
+            source.tenant,
+            plan.record(plan.new_table_id, source.tenant.id),
+            source.at_ts,
+            tuple(o for o in table.reused if o.min_ts <= source.at_ts)
+            + tuple(outputs[r.id] for r in plan.rewrites),
         )
-        actual = _visible_hash(store, candidate)
+        actual = _visible_hash(objects, candidate)
         if actual != expected:
             raise CorruptObject(
-                f"restore job {plan.job_id}: table {table.qualified} would hold {actual[0]} "
-                f"rows, the source at ts {plan.at_ts} has {expected[0]} (or their contents "
-                "differ); the new tenant was not installed"
+                f"restore job {source.job_id}: table {plan.qualified} would hold {actual[0]} "
+                f"rows, the source at ts {source.at_ts} has {expected[0]} (or their contents "
+                "differ); nothing was installed"
             )
         compared += 1
     return compared
 
 
-def _source_at(catalog: Catalog, plan: RestorePlan, table: TablePlan) -> ReadPlan:
-    """The source table read at S without asking again whether S is protected:
-    the plan checked it (or, for an undrop, that the dropped table is retained,
-    when S, its drop ts - 1, need not be), and the job's bases pin what it reads."""
-    with catalog.snapshot() as tx:
-        tenant = tenant_by_id(tx, plan.source.id)
-        return read_plan_in(tx, tenant, table.database, table.name, plan.at_ts)
+def verify(
+    catalog: Catalog,
+    objects: ObjectStore,
+    plan: RestorePlan,
+    results: Sequence[RewriteResult],
+    level: VerifyLevel,
+) -> Verified:
+    """Verify at ``level`` what the install will reference.
+
+    Raises:
+        ObjectMissing: an object the new tables need is not in the object store.
+        CorruptObject: an object's size or rows differ from what was recorded
+            or planned; nothing is installed and the job can be resumed after
+            the cause is fixed.
+    """
+    if level == "none":
+        return Verified(level)
+    found, prefixes = verify_objects(catalog, objects, plan, results)
+    rewrites = verify_rewrites(objects, plan, results)
+    tables = verify_full(objects, source_at(catalog, plan), results) if level == "full" else 0
+    return Verified(level, found, prefixes, rewrites, tables)
 
 
-def _visible_hash(store: ObjectStore, plan: ReadPlan) -> tuple[int, str]:
+def _visible_hash(objects: ObjectStore, plan: ReadPlan) -> tuple[int, str]:
     """Row count and content hash of the plan's visible rows, streamed (both sides
     come in primary-key order, one row per key: the canonical order)."""
     hasher = RowHasher(plan.table.schema.arrow())
-    for rows in stream_visible(store, plan):
+    for rows in stream_visible(objects, plan):
         hasher.update(rows)
     return hasher.rows, hasher.hexdigest()

@@ -1,4 +1,4 @@
-"""What every object store offers, and how a warehouse URI picks one.
+"""What every object store offers (the backends: ``local.py``, ``s3.py``).
 
 Keys handed to a store are relative to the warehouse root; the store adds its
 prefix. Stores are picklable (clients are rebuilt lazily) so Spark tasks can
@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 import pyarrow as pa
 
-from tenants.config import S3Settings, Warehouse
+from tenants.config import Warehouse
 
 
 @dataclass(frozen=True)
@@ -107,20 +107,3 @@ class ObjectStore(Protocol):
     def discard_partial(self, writes: Iterable[PartialWrite]) -> int:
         """Abort uploads / remove temp files; ones already gone are not counted."""
         ...
-
-
-def open_object_store(
-    uri: str, s3: S3Settings | None = None, *, what: str = "warehouse"
-) -> ObjectStore:
-    """The store for ``uri``: ``s3://bucket/prefix`` or ``file:///path``.
-
-    ``what`` names the URI's role in errors ("warehouse", "backup destination").
-    """
-    warehouse = Warehouse.parse(uri, s3, what=what)
-    if warehouse.scheme == "s3":
-        from tenants.objectstore.s3 import S3ObjectStore
-
-        return S3ObjectStore(warehouse)
-    from tenants.objectstore.local import LocalObjectStore
-
-    return LocalObjectStore(warehouse)

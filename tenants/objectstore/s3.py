@@ -180,7 +180,13 @@ class S3Output:
 
 
 class S3ObjectStore:
-    """Objects under ``s3://bucket/prefix``."""
+    """Objects under ``s3://bucket/prefix``.
+
+    Both clients are built from ``warehouse.s3`` alone (``to_boto3()``,
+    ``to_pyarrow_fs()``): the store reads no environment, so two stores in one
+    process may reach two endpoints. Fields the settings leave unset fall to
+    the SDKs' own AWS chain (a profile, an instance role).
+    """
 
     def __init__(self, warehouse: Warehouse) -> None:
         self.warehouse = warehouse

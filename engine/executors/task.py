@@ -1,21 +1,21 @@
 """One rewrite task: an object's rows at or before S, streamed to the new tenant.
 
-Shared verbatim by every executor (local threads, Spark tasks), so they cannot
-disagree. ``__ts`` is kept exactly as written: it is the MVCC timestamp, not
+The one straddler body: every executor (local threads, Spark tasks) runs
+``run_task``, and a physical backup's straddlers go through ``rewrite_object``
+too, so they cannot disagree. ``__ts`` is kept exactly as written: it is the MVCC timestamp, not
 an ordinary column. The result carries the content hash of the kept rows,
 which verification later compares with a fresh read of the output.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 import pyarrow.compute as pc
 
-from engine.restore.plan import RewriteTask
+from engine.pipeline import RewriteResult, RewriteTask
 from tenants.errors import RewindError, TaskFailed
 from tenants.object_io import record_of
 from tenants.object_reader import open_object
@@ -26,38 +26,23 @@ from tenants.read_ahead import reading_ahead
 from tenants.schema import TS
 
 
-@dataclass(frozen=True)
-class RewriteResult:
-    task_id: str
-    output: ObjectRecord
-    content_hash: str  # of the input's rows with __ts <= S, in (pk, ts) order
-    worker: str = ""  # "host pid N": the process that ran the task (journaled)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> RewriteResult:
-        raw = json.loads(text)
-        return cls(
-            raw["task_id"],
-            ObjectRecord(**raw["output"]),
-            raw["content_hash"],
-            raw.get("worker", ""),
-        )
-
-
 def worker_name() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
-def run_task(store: ObjectStore, task: RewriteTask) -> RewriteResult:
+def run_task(objects: ObjectStore, task: RewriteTask) -> RewriteResult:
     """Run one task where it stands (a thread, a Spark task); a failure names the
     job, the input object and this process, and keeps a Rewind error's class so
-    the driver can tell a missing object from a bug."""
+    the driver can tell a missing object from a bug.
+
+    Raises:
+        RewindError: the input is missing or damaged (its class kept), named
+            with the job, the input and this process.
+        TaskFailed: any other failure, named the same way.
+    """
     where = worker_name()
     try:
-        return replace(_rewrite(store, task), worker=where)
+        return replace(_rewrite(objects, task), worker=where)
     except RewindError as e:
         raise type(e)(
             f"restore job {task.job_id}: rewriting {task.input.key} on {where}: {e.message}"
@@ -75,8 +60,8 @@ def run_task(store: ObjectStore, task: RewriteTask) -> RewriteResult:
 REWRITE_BATCH_BYTES = 4 * 1024 * 1024
 
 
-def _rewrite(store: ObjectStore, task: RewriteTask) -> RewriteResult:
-    written = rewrite_object(store, task.input, task.as_of, task.primary_key, store, task.out_key)
+def _rewrite(objects: ObjectStore, task: RewriteTask) -> RewriteResult:
+    written = rewrite_object(objects, task.input, task.as_of, task.primary_key, objects, task.out_key)
     record = record_of(written, task.out_object_id, task.input.kind, task.input.fingerprint, 0)
     assert written.row_hash is not None
     return RewriteResult(task.task_id, record, written.row_hash)
@@ -93,7 +78,12 @@ def rewrite_object(
     """Stream ``record``'s rows at or before ``as_of`` to ``dest_key``: rows are
     stored in (pk, ts) order and a filter keeps it, so nothing is sorted and
     memory is a row group whatever the object's size. (A restore's task and a
-    physical backup's straddler both come here.)"""
+    physical backup's straddler both come here.)
+
+    Raises:
+        TaskFailed: no row of the object is at or before ``as_of`` (it does
+            not straddle the cut, so the plan was wrong).
+    """
     with (
         open_object(source, record) as reader,
         reading_ahead(reader.batches(batch_bytes=REWRITE_BATCH_BYTES)) as batches,

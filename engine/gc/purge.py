@@ -45,7 +45,13 @@ def purge_tenant_tx(tx: Tx, tenant: TenantRecord, ts: int) -> PurgeResult:
 
 
 def purge_tenant(catalog: Catalog, ref: str) -> PurgeResult:
-    """Purge one dropped tenant now, before its retention ends (on request)."""
+    """Purge one dropped tenant now, before its retention ends (on request).
+
+    Raises:
+        NotFound: no tenant ``ref``.
+        InvalidArgument: the tenant is active (drop it first), already purged,
+            or the source of an unfinished restore job.
+    """
     with catalog.transaction() as tx:
         tenant = find_tenant(tx, ref)
         if tenant.state != "dropped":
