@@ -177,14 +177,14 @@ class MergeShape:
         return cls(fan_in, batch, buffer)
 
 
-def _groups(objects: list[ObjectRecord]) -> list[list[ObjectRecord]]:
+def _groups(records: list[ObjectRecord]) -> list[list[ObjectRecord]]:
     """Groups a partial merge touches: several objects, or one unsorted object."""
-    return [g for g in _all_groups(objects) if len(g) > 1 or not g[0].sorted]
+    return [g for g in _all_groups(records) if len(g) > 1 or not g[0].sorted]
 
 
 def compact_table(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     table: TableRecord,
     *,
     target_bytes: int = DEFAULT_TARGET_BYTES,
@@ -205,9 +205,9 @@ def compact_table(
     previous: int | None = None
     while True:
         with catalog.snapshot() as tx:
-            objects = live_objects(tx, table.id)
+            live = live_objects(tx, table.id)
             guard = protection(tx, tenant_by_id(tx, table.tenant_id)) if full else None
-        groups = _all_groups(objects) if full else _groups(objects)
+        groups = _all_groups(live) if full else _groups(live)
         inputs = [o for g in groups for o in g]
         if not inputs:
             break
@@ -228,7 +228,7 @@ def compact_table(
                     budget // MIB,
                 )
                 shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
-            outputs, rows = _merge(store, table, inputs, guard, target_bytes, shape)
+            outputs, rows = _merge(objects, table, inputs, guard, target_bytes, shape)
             _swap(catalog, table, inputs, outputs)
             _account(consumed, created, inputs, outputs)
             break
@@ -241,7 +241,7 @@ def compact_table(
                 run = ordered[start : start + shape.fan_in]
                 if len(run) < 2:
                     continue
-                outputs, _ = _merge(store, table, run, None, target_bytes, shape)
+                outputs, _ = _merge(objects, table, run, None, target_bytes, shape)
                 _swap(catalog, table, run, outputs)
                 _account(consumed, created, run, outputs)
                 log.info(
@@ -296,13 +296,13 @@ class _Outputs:
 
     def __init__(
         self,
-        store: ObjectStore,
+        objects: ObjectStore,
         table: TableRecord,
         inputs: Sequence[ObjectRecord],
         schema: pa.Schema,
         target_bytes: int,
     ) -> None:
-        self.store, self.table, self.first = store, table, inputs[0]
+        self.objects, self.table, self.first = objects, table, inputs[0]
         self.schema = schema
         per_row = max(1.0, sum(o.bytes for o in inputs) / max(1, sum(o.rows for o in inputs)))
         self.capacity = max(1, int(target_bytes / per_row))
@@ -316,7 +316,7 @@ class _Outputs:
                 self._id = new_id()
                 key = object_key(self.table.tenant_id, self.table.id, self.first.kind, self._id)
                 self._writer = ObjectWriter(
-                    self.store,
+                    self.objects,
                     key,
                     self.schema,
                     self.table.schema.primary_key,
@@ -342,7 +342,7 @@ class _Outputs:
 
 
 def _merge(
-    store: ObjectStore,
+    objects: ObjectStore,
     table: TableRecord,
     inputs: list[ObjectRecord],
     guard: Protection | None,
@@ -361,7 +361,7 @@ def _merge(
         def opener(record: ObjectRecord) -> Callable[[], Iterator[pa.RecordBatch]]:
             def open_() -> Iterator[pa.RecordBatch]:
                 batches = stream_object(
-                    store, record, buffer_bytes=shape.buffer_bytes, batch_bytes=shape.batch_bytes
+                    objects, record, buffer_bytes=shape.buffer_bytes, batch_bytes=shape.batch_bytes
                 )
                 stack.callback(batches.close)  # an early end closes it too
                 return batches
@@ -373,10 +373,10 @@ def _merge(
             members.setdefault((record.kind, record.fingerprint), []).append(index)
         outputs = {
             group: _Outputs(
-                store,
+                objects,
                 table,
                 [inputs[i] for i in indexes],
-                _group_schema(_schema_of(store, inputs[indexes[0]])),
+                _group_schema(_schema_of(objects, inputs[indexes[0]])),
                 target_bytes,
             )
             for group, indexes in members.items()
@@ -404,9 +404,9 @@ def _merge(
 
 
 def count_unneeded(
-    store: ObjectStore,
+    objects: ObjectStore,
     table: TableRecord,
-    objects: list[ObjectRecord],
+    records: list[ObjectRecord],
     guard: Protection,
     *,
     memory: int | None = None,
@@ -415,17 +415,17 @@ def count_unneeded(
     decisions, reading only keys and ``__ts``), by object id."""
     key_schema = table.schema.key_arrow()
     pk = list(table.schema.primary_key)
-    depth = _depth(objects, table)
-    shape = MergeShape.within(memory or default_memory(), objects, 0, depth, len(pk) + 1)
+    depth = _depth(records, table)
+    shape = MergeShape.within(memory or default_memory(), records, 0, depth, len(pk) + 1)
     if shape.fan_in < depth:
         shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
-    dropped = np.zeros(len(objects), dtype=np.int64)
+    dropped = np.zeros(len(records), dtype=np.int64)
     with ExitStack() as stack:
 
         def opener(record: ObjectRecord) -> Callable[[], Iterator[pa.RecordBatch]]:
             def open_() -> Iterator[pa.RecordBatch]:
                 batches = stream_object(
-                    store,
+                    objects,
                     record,
                     [*pk, TS],
                     buffer_bytes=shape.buffer_bytes,
@@ -438,18 +438,18 @@ def count_unneeded(
 
         sources = [
             MergeInput(record.kind, opener(record), typed_key(record.min_pk, key_schema))
-            for record in objects
+            for record in records
         ]
         for round_ in merge_rounds(sources, key_schema):
             keep = keep_sorted(round_.events, pk, guard)
             src = round_.events.column(SRC).to_numpy()
-            dropped += np.bincount(src[~keep], minlength=len(objects))
-    return {record.id: int(n) for record, n in zip(objects, dropped, strict=True)}
+            dropped += np.bincount(src[~keep], minlength=len(records))
+    return {record.id: int(n) for record, n in zip(records, dropped, strict=True)}
 
 
-def _schema_of(store: ObjectStore, record: ObjectRecord) -> pa.Schema:
+def _schema_of(objects: ObjectStore, record: ObjectRecord) -> pa.Schema:
     """An object's rows' schema, from its footer (a ranged read, no checksum)."""
-    with open_object(store, record, verify=False) as reader:
+    with open_object(objects, record, verify=False) as reader:
         return reader.schema
 
 
@@ -459,9 +459,9 @@ def _group_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([*fields, pa.field(TS, pa.int64(), False)])
 
 
-def _all_groups(objects: list[ObjectRecord]) -> list[list[ObjectRecord]]:
+def _all_groups(records: list[ObjectRecord]) -> list[list[ObjectRecord]]:
     by_group: dict[tuple[str, str], list[ObjectRecord]] = {}
-    for record in objects:
+    for record in records:
         by_group.setdefault((record.kind, record.fingerprint), []).append(record)
     return list(by_group.values())
 
@@ -497,7 +497,7 @@ def _with_created_ts(record: ObjectRecord, ts: int) -> ObjectRecord:
 
 def compact(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant: str,
     database: str | None = None,
     table: str | None = None,
@@ -539,6 +539,6 @@ def compact(
                 if database is None or t.database == database
             ]
     return [
-        compact_table(catalog, store, t, target_bytes=target_bytes, full=full, memory=memory)
+        compact_table(catalog, objects, t, target_bytes=target_bytes, full=full, memory=memory)
         for t in tables
     ]

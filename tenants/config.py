@@ -139,7 +139,7 @@ class S3Settings:
 
         pyarrow's own AWS chain does not know a profile named here, so with a
         ``profile`` the credentials are resolved once through boto3 (a job that
-        outlives temporary credentials opens a new store)."""
+        outlives temporary credentials opens a new object store)."""
         kwargs: dict[str, Any] = {"region": self.region}
         endpoint = self.endpoint_url
         keys = self.keys()

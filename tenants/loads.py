@@ -53,7 +53,7 @@ MIN_CHECK_BATCH = 64 * 1024
 
 def load(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant: str,
     database: str,
     table: str,
@@ -75,12 +75,12 @@ def load(
         tenant_rec = active_tenant(tx, tenant)
         target = find_table(tx, tenant_rec, database, table, tx.last_ts())
         target.require_writable(tenant_rec.name)
-    return load_into(catalog, store, tenant_rec, target, batches, tenant, chunk_bytes=chunk_bytes)
+    return load_into(catalog, objects, tenant_rec, target, batches, tenant, chunk_bytes=chunk_bytes)
 
 
 def load_into(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant_rec: TenantRecord,
     target: TableRecord,
     batches: Iterable[pa.Table | pa.RecordBatch],
@@ -101,25 +101,25 @@ def load_into(
                 pending.append(rows)
                 size += rows.nbytes
             if size >= chunk_bytes:
-                uploaded.append(_upload(store, tenant_rec.name, tenant_rec.id, target, pending))
+                uploaded.append(_upload(objects, tenant_rec.name, tenant_rec.id, target, pending))
                 pending, size = [], 0
         if pending:
-            uploaded.append(_upload(store, tenant_rec.name, tenant_rec.id, target, pending))
+            uploaded.append(_upload(objects, tenant_rec.name, tenant_rec.id, target, pending))
         if not uploaded:
             raise InvalidArgument(f"nothing to load into {where}: no rows")
         if len(uploaded) > 1:
-            _check_unique(store, target, uploaded, where)
+            _check_unique(objects, target, uploaded, where)
     except BaseException:
-        discard_uploads(store, uploaded)
+        discard_uploads(objects, uploaded)
         raise
     prepared = PreparedCommit(
         tenant_rec, target, tuple(uploaded), upserted=sum(o.rows for o in uploaded), deleted=0
     )
-    return install_prepared(catalog, store, prepared, tenant_ref)
+    return install_prepared(catalog, objects, prepared, tenant_ref)
 
 
 def _upload(
-    store: ObjectStore, tenant: str, tenant_id: str, target: TableRecord, parts: list[pa.Table]
+    objects: ObjectStore, tenant: str, tenant_id: str, target: TableRecord, parts: list[pa.Table]
 ) -> ObjectRecord:
     where = f"{tenant}/{target.qualified}"
     pk = list(target.schema.primary_key)
@@ -127,7 +127,7 @@ def _upload(
     rows = canonical_float_keys(rows, pk, tenant, target.qualified, "upserts")
     check_keys(rows, pk, where, "upserts")
     return write_commit_object(
-        store,
+        objects,
         rows,
         tenant_id=tenant_id,
         table_id=target.id,
@@ -138,21 +138,21 @@ def _upload(
 
 
 def _check_unique(
-    store: ObjectStore, target: TableRecord, objects: list[ObjectRecord], where: str
+    objects: ObjectStore, target: TableRecord, records: list[ObjectRecord], where: str
 ) -> None:
     """No key in two chunk objects: a merge of their key columns, a batch each."""
     key_schema = target.schema.key_arrow()
     pk = list(target.schema.primary_key)
     # Every chunk may span every key (an unsorted file): all are read at once,
     # so their batches share CHECK_BYTES.
-    batch = max(MIN_CHECK_BATCH, CHECK_BYTES // (4 * len(objects)))
+    batch = max(MIN_CHECK_BATCH, CHECK_BYTES // (4 * len(records)))
     with ExitStack() as stack:
         sources = []
-        for o in objects:
+        for o in records:
 
             def open_(o: ObjectRecord = o) -> Iterator[pa.RecordBatch]:
                 batches = stream_object(
-                    store, o, [*pk, TS], buffer_bytes=MIN_CHECK_BATCH, batch_bytes=batch
+                    objects, o, [*pk, TS], buffer_bytes=MIN_CHECK_BATCH, batch_bytes=batch
                 )
                 stack.callback(batches.close)
                 return batches

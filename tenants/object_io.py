@@ -1,4 +1,4 @@
-"""Putting Arrow tables into the store as objects, and reading them back.
+"""Putting Arrow tables into the object store as objects, and reading them back.
 
 Reads verify the recorded checksum, so a truncated or tampered object fails
 loudly with its key instead of returning wrong rows.
@@ -38,7 +38,7 @@ UNSTAMPED = 0
 
 
 def write_object(
-    store: ObjectStore,
+    objects: ObjectStore,
     rows: pa.Table,
     *,
     tenant_id: str,
@@ -56,11 +56,11 @@ def write_object(
     """
     rows = sort_by_key_and_ts(rows, primary_key)
     key = object_key(tenant_id, table_id, kind, object_id := object_id or new_id())
-    return _upload(store, rows, object_id, key, kind, fingerprint, primary_key, created_ts)
+    return _upload(objects, rows, object_id, key, kind, fingerprint, primary_key, created_ts)
 
 
 def write_commit_object(
-    store: ObjectStore,
+    objects: ObjectStore,
     rows: pa.Table,
     *,
     tenant_id: str,
@@ -78,12 +78,12 @@ def write_commit_object(
     rows = sort_by_key(rows, primary_key)
     key = object_key(tenant_id, table_id, kind, object_id := new_id())
     return _upload(
-        store, rows, object_id, key, kind, fingerprint, primary_key, UNSTAMPED, ts=UNSTAMPED
+        objects, rows, object_id, key, kind, fingerprint, primary_key, UNSTAMPED, ts=UNSTAMPED
     )
 
 
 def _upload(
-    store: ObjectStore,
+    objects: ObjectStore,
     rows: pa.Table,
     object_id: str,
     key: str,
@@ -96,7 +96,7 @@ def _upload(
 ) -> ObjectRecord:
     """Stream sorted ``rows`` to ``key`` and describe them (``ts``: the one ts of
     rows without a ts column)."""
-    with ObjectWriter(store, key, rows.schema, primary_key, ts=ts) as writer:
+    with ObjectWriter(objects, key, rows.schema, primary_key, ts=ts) as writer:
         writer.write(rows)
         written = writer.finish()
     return record_of(written, object_id, kind, fingerprint, created_ts)
@@ -162,11 +162,11 @@ def stamp(record: ObjectRecord, ts: int) -> ObjectRecord:
     return replace(record, min_ts=ts, max_ts=ts, created_ts=ts)
 
 
-def read_object(store: ObjectStore, record: ObjectRecord) -> pa.Table:
+def read_object(objects: ObjectStore, record: ObjectRecord) -> pa.Table:
     """The object's rows with their ``__ts``, after checking its size and checksum.
 
     Whole, in memory: for callers that need every row at once (small objects,
     the in-memory oracle paths). Streaming callers use ``open_object``.
     """
-    with open_object(store, record) as reader:
+    with open_object(objects, record) as reader:
         return reader.read_all()

@@ -142,7 +142,7 @@ class ObjectReader:
 
 @contextmanager
 def open_object(
-    store: ObjectStore,
+    objects: ObjectStore,
     record: ObjectRecord,
     *,
     verify: bool = True,
@@ -152,18 +152,18 @@ def open_object(
 
     ``buffer_bytes``: the read buffer per column (a merge of many objects at
     once gives each a smaller one)."""
-    where = f"{store.warehouse.uri}/{record.key}"
+    where = f"{objects.warehouse.uri}/{record.key}"
     check: Callable[[], None] | None = None
     with ExitStack() as stack:
-        local = store.local_file(record.key)
+        local = objects.local_file(record.key)
         if not verify:
-            source: object = stack.enter_context(store.open_input(record.key))
+            source: object = stack.enter_context(objects.open_input(record.key))
         elif record.bytes <= IN_MEMORY_BYTES:
-            source = pa.BufferReader(arrow_buffer(_fetch_checked(store, record, where)))
+            source = pa.BufferReader(arrow_buffer(_fetch_checked(objects, record, where)))
         elif local is None:
-            source = stack.enter_context(_spooled(store, record, where))
+            source = stack.enter_context(_spooled(objects, record, where))
         else:
-            checksum = _Checksum(store, record, where)
+            checksum = _Checksum(objects, record, where)
             stack.callback(checksum.join)
             source, check = local, checksum.verdict
         try:
@@ -183,7 +183,7 @@ def open_object(
 
 
 def stream_object(
-    store: ObjectStore,
+    objects: ObjectStore,
     record: ObjectRecord,
     columns: Sequence[str] | None = None,
     *,
@@ -194,26 +194,26 @@ def stream_object(
     is read: a merge of many objects holds only the ones it is reading. Each
     batch is decoded while the caller works on the one before (tenants.read_ahead):
     one more batch in memory."""
-    with open_object(store, record, buffer_bytes=buffer_bytes) as reader:
+    with open_object(objects, record, buffer_bytes=buffer_bytes) as reader:
         with reading_ahead(reader.batches(columns, batch_bytes=batch_bytes)) as batches:
             yield from batches
 
 
-def object_row_hash(store: ObjectStore, record: ObjectRecord) -> str:
+def object_row_hash(objects: ObjectStore, record: ObjectRecord) -> str:
     """The content hash (tenants.row_hash) of the object's rows, with ``__ts``,
     in stored order, streamed."""
-    with open_object(store, record) as reader:
+    with open_object(objects, record) as reader:
         hasher = RowHasher(reader.schema)
         for batch in reader.batches():
             hasher.update(batch)
         return hasher.hexdigest()
 
 
-def digest_of(store: ObjectStore, key: str) -> tuple[int, str]:
+def digest_of(objects: ObjectStore, key: str) -> tuple[int, str]:
     """The size and sha256 of ``key``'s bytes, streamed."""
     sha = hashlib.sha256()
     size = 0
-    for chunk in store.stream(key, CHUNK_BYTES):
+    for chunk in objects.stream(key, CHUNK_BYTES):
         sha.update(chunk)
         size += len(chunk)
     return size, sha.hexdigest()
@@ -223,8 +223,8 @@ def _mismatch(where: str, size: int, record: ObjectRecord) -> CorruptObject:
     return CorruptObject(f"object {where} has {size} bytes, the catalog records {record.bytes}")
 
 
-def _fetch_checked(store: ObjectStore, record: ObjectRecord, where: str) -> bytes:
-    data = store.get(record.key)
+def _fetch_checked(objects: ObjectStore, record: ObjectRecord, where: str) -> bytes:
+    data = objects.get(record.key)
     _verify(hashlib.sha256(data), len(data), record, where)
     return data
 
@@ -240,8 +240,8 @@ class _Checksum:
     """The object's bytes hashed in a thread (hashlib releases the GIL), while
     the caller decodes the same bytes; :meth:`verdict` waits and judges."""
 
-    def __init__(self, store: ObjectStore, record: ObjectRecord, where: str) -> None:
-        self._store, self._record, self._where = store, record, where
+    def __init__(self, objects: ObjectStore, record: ObjectRecord, where: str) -> None:
+        self._objects, self._record, self._where = objects, record, where
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rewind-checksum", daemon=True)
@@ -251,7 +251,7 @@ class _Checksum:
         try:
             sha = hashlib.sha256()
             size = 0
-            for chunk in self._store.stream(self._record.key, CHUNK_BYTES):
+            for chunk in self._objects.stream(self._record.key, CHUNK_BYTES):
                 if self._stop.is_set():
                     return
                 sha.update(chunk)
@@ -272,7 +272,7 @@ class _Checksum:
 
 
 @contextmanager
-def _spooled(store: ObjectStore, record: ObjectRecord, where: str) -> Iterator[str]:
+def _spooled(objects: ObjectStore, record: ObjectRecord, where: str) -> Iterator[str]:
     """The object copied to a local spool file, checked on the way; removed after."""
     directory = tempfile.mkdtemp(prefix="rewind-spool-", dir=spool_dir())
     try:
@@ -281,7 +281,7 @@ def _spooled(store: ObjectStore, record: ObjectRecord, where: str) -> Iterator[s
         size = 0
         try:
             with open(path, "wb") as out:
-                for chunk in store.stream(record.key, CHUNK_BYTES):
+                for chunk in objects.stream(record.key, CHUNK_BYTES):
                     sha.update(chunk)
                     out.write(chunk)
                     size += len(chunk)

@@ -2,7 +2,7 @@
 
 Rows arrive in (pk, ts) order, as a filter of a stored object or a merge of
 several yields them; they are buffered up to one row group, encoded, and the
-Parquet bytes go straight to the store's output (a temp file, a multipart
+Parquet bytes go straight to the object store's output (a temp file, a multipart
 upload), hashed on the way for the object's checksum. Row count, ts range and
 key range are gathered as batches pass, and, when asked, the rows' content
 hash (tenants.row_hash), so nothing reads the object back to describe it.
@@ -51,7 +51,7 @@ FLIGHT_BYTES = ROW_GROUP_BYTES
 """Row group bytes queued for the encoder (the one encoding included) before
 the caller waits: double buffering for a caller that writes batch by batch. A
 merge, which hands over a round's rows at once, queues more (``flight_bytes``)."""
-SINK_BYTES = 1024 * 1024  # Parquet bytes gathered before they go to the store's output
+SINK_BYTES = 1024 * 1024  # Parquet bytes gathered before they go to the object store's output
 
 CHECK_ORDER = os.environ.get("REWIND_CHECK_ORDER", "") == "1"
 
@@ -77,7 +77,7 @@ def parquet_options() -> dict[str, object]:
 
 class _HashingSink:
     """The file object ParquetWriter writes to: counts and hashes the bytes and
-    passes them to the store's output. (ParquetWriter writes on the calling
+    passes them to the object store's output. (ParquetWriter writes on the calling
     thread and asks ``tell`` for offsets; it never seeks.)"""
 
     def __init__(self, output: ObjectOutput) -> None:
@@ -153,7 +153,7 @@ class ObjectWriter:
 
     def __init__(
         self,
-        store: ObjectStore,
+        objects: ObjectStore,
         key: str,
         schema: pa.Schema,
         primary_key: Sequence[str],
@@ -165,10 +165,10 @@ class ObjectWriter:
         self.key = key
         self.schema = schema
         self.primary_key = tuple(primary_key)
-        self._where = f"{store.warehouse.uri}/{key}"
+        self._where = f"{objects.warehouse.uri}/{key}"
         self._ts = ts
         self._sort_keys = [*self.primary_key] + ([] if ts is not None else [TS])
-        self._sink = _HashingSink(store.open_output(key))
+        self._sink = _HashingSink(objects.open_output(key))
         # Pages gather in a native buffer and reach the Python sink a few MiB at
         # a time: each call into the sink takes the GIL, which the merging thread
         # holds between its calls into Arrow, so a write per page would wait.

@@ -70,21 +70,21 @@ def read_plan_in(tx: Tx, tenant_rec: TenantRecord, database: str, table: str, ts
     caller's transaction, without resolving names or asking whether ``ts`` is
     protected (the caller did, or holds a pin on what it reads)."""
     table_rec = find_table(tx, tenant_rec, database, table, ts)
-    objects = tuple(o for o in live_objects(tx, table_rec.id) if o.min_ts <= ts)
-    return ReadPlan(tenant_rec, table_rec, ts, objects)
+    records = tuple(o for o in live_objects(tx, table_rec.id) if o.min_ts <= ts)
+    return ReadPlan(tenant_rec, table_rec, ts, records)
 
 
-def read_local(store: ObjectStore, plan: ReadPlan) -> pa.Table:
+def read_local(objects: ObjectStore, plan: ReadPlan) -> pa.Table:
     """Visible rows of the plan's table at its time, sorted by primary key (all of them,
     in memory: :func:`stream_visible` hands them over a round at a time)."""
     target = plan.table.schema.arrow()
     return pa.Table.from_batches(
-        [b for t in stream_visible(store, plan) for b in t.to_batches()], schema=target
+        [b for t in stream_visible(objects, plan) for b in t.to_batches()], schema=target
     )
 
 
 def stream_visible(
-    store: ObjectStore,
+    objects: ObjectStore,
     plan: ReadPlan,
     *,
     limit: int | None = None,
@@ -108,15 +108,15 @@ def stream_visible(
     left = limit
     if left == 0 or not plan.objects:
         return
-    objects = [o for o in plan.objects if keys is None or keys.may_hold(o)]
+    records = [o for o in plan.objects if keys is None or keys.may_hold(o)]
     whole = limit is None and keys is None
     with ExitStack() as stack:
         sources = []
         data_sources = []
-        for index, record in enumerate(objects):
+        for index, record in enumerate(records):
 
             def open_(record: ObjectRecord = record) -> Iterator[pa.RecordBatch]:
-                events = _events_at(store, record, schema, plan.as_of, batch_rows, keys, whole)
+                events = _events_at(objects, record, schema, plan.as_of, batch_rows, keys, whole)
                 stack.callback(events.close)  # an early end (a limit) closes it too
                 return events
 
@@ -143,7 +143,7 @@ def stream_visible(
 
 
 def _events_at(
-    store: ObjectStore,
+    objects: ObjectStore,
     record: ObjectRecord,
     schema: TableSchema,
     as_of: int,
@@ -152,7 +152,7 @@ def _events_at(
     verify: bool,
 ) -> Generator[pa.RecordBatch, None, None]:
     """An object's events at or before ``as_of`` (and in ``keys``), conformed to ``schema``."""
-    with open_object(store, record, verify=verify) as reader:
+    with open_object(objects, record, verify=verify) as reader:
         yield from _conformed(reader, schema, as_of, record.kind == "tomb", batch_rows, keys)
 
 

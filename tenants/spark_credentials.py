@@ -78,18 +78,18 @@ def submitted_settings(base: S3Settings) -> S3Settings:
     return hadoop_settings(submitted_conf(), base)
 
 
-def store_for_tasks(spark: Any, store: ObjectStore) -> ObjectStore:
-    """The store as Spark tasks get it: with the Hadoop-style keys, if the session
-    has them, as a broadcast reference; otherwise ``store`` itself (its pickled
+def store_for_tasks(spark: Any, objects: ObjectStore) -> ObjectStore:
+    """The object store as Spark tasks get it: with the Hadoop-style keys, if the session
+    has them, as a broadcast reference; otherwise ``objects`` itself (its pickled
     settings carry no credentials, and executors use their own chain)."""
     from tenants.objectstore.s3 import S3ObjectStore
 
-    if not isinstance(store, S3ObjectStore):
-        return store
+    if not isinstance(objects, S3ObjectStore):
+        return objects
     get = _session_conf(spark)
     access, secret = get(KEYS["access_key_id"]), get(KEYS["secret_access_key"])
     if not (access and secret):
-        return store
+        return objects
     token = get(KEYS["session_token"])
     sc = spark.sparkContext
     cache_key = (sc.applicationId, access, secret, token)
@@ -98,10 +98,10 @@ def store_for_tasks(spark: Any, store: ObjectStore) -> ObjectStore:
             {"access_key_id": access, "secret_access_key": secret, "session_token": token}
         )
     settings = replace(
-        hadoop_settings(get, store.warehouse.s3),
+        hadoop_settings(get, objects.warehouse.s3),
         access_key_id=None,
         secret_access_key=None,
         session_token=None,
         shared=_broadcasts[cache_key],
     )
-    return S3ObjectStore(replace(store.warehouse, s3=settings))
+    return S3ObjectStore(replace(objects.warehouse, s3=settings))

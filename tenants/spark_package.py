@@ -4,7 +4,7 @@ A cluster's workers need only a Python with pyarrow and boto3: the driver
 adds this zip to the Spark context (``addPyFile``), and Spark puts it on every
 Python worker's ``sys.path`` ahead of site-packages, so a worker runs exactly
 the driver's code even if another Rewind is installed there. The zip holds the
-``tenants`` and ``engine`` packages plus ``tenacity`` (pure Python; the S3
+``tenants`` and ``engine`` packages plus ``tenacity`` (pure Python; the S3 object
 store imports it).
 
 The *build id* is a digest of the packaged sources. The driver and each worker

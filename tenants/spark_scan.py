@@ -1,6 +1,6 @@
 """The Spark scan: the same MVCC read as the local reader, as a DataFrame.
 
-Objects are spread over tasks; each task reads its objects from the store
+Objects are spread over tasks; each task reads its objects from the object store
 through pyarrow (``mapInArrow``), projects them onto the schema as of T and
 emits events at or before T tagged data/tombstone. Spark then keeps, per key,
 the newest event (ties: the data version wins) when it is a data version —
@@ -31,12 +31,12 @@ def _events_schema(schema: TableSchema) -> pa.Schema:
 
 
 def _event_batches(
-    store: ObjectStore, schema: TableSchema, as_of: int, records: list[ObjectRecord]
+    objects: ObjectStore, schema: TableSchema, as_of: int, records: list[ObjectRecord]
 ) -> Iterator[pa.RecordBatch]:
     target = _events_schema(schema)
     for record in records:
         # Batch by batch: a task holds a batch of its object, never the object.
-        with open_object(store, record) as reader:
+        with open_object(objects, record) as reader:
             for batch in reader.batches():
                 rows = project(
                     pa.Table.from_batches([batch]), schema, keys_only=record.kind == "tomb"
@@ -56,21 +56,21 @@ def _event_batches(
 
 
 def read_function(
-    store: ObjectStore, schema: TableSchema, as_of: int, records: list[ObjectRecord]
+    objects: ObjectStore, schema: TableSchema, as_of: int, records: list[ObjectRecord]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """What each Spark read task runs (``mapInArrow``): the events of its objects.
-    The closure holds the store, which pickles without credentials."""
+    The closure holds the object store, which pickles without credentials."""
     by_index = dict(enumerate(records))
 
     def read_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             mine = [by_index[i] for i in batch.column(0).to_pylist()]
-            yield from _event_batches(store, schema, as_of, mine)
+            yield from _event_batches(objects, schema, as_of, mine)
 
     return read_task
 
 
-def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> Any:
+def spark_dataframe(objects: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> Any:
     """A Spark DataFrame of the visible rows at the plan's time (unsorted)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -91,7 +91,7 @@ def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None
     tasks = spark.createDataFrame([(i,) for i in range(len(records))], "i long").repartition(slices)
 
     events = tasks.mapInArrow(
-        read_function(store_for_tasks(spark, store), schema, as_of, records),
+        read_function(store_for_tasks(spark, objects), schema, as_of, records),
         from_arrow_schema(events_schema),
     )
     window = Window.partitionBy(*schema.primary_key).orderBy(
@@ -101,13 +101,13 @@ def spark_dataframe(store: ObjectStore, plan: ReadPlan, spark: Any | None = None
     return newest.where(F.col(IS_DATA)).select(*schema.names)
 
 
-def read_spark(store: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> pa.Table:
+def read_spark(objects: ObjectStore, plan: ReadPlan, spark: Any | None = None) -> pa.Table:
     """Visible rows at the plan's time, collected and sorted by primary key."""
     schema = plan.table.schema
     if not plan.objects:
         return schema.arrow().empty_table()
     try:
-        table = spark_dataframe(store, plan, spark).toArrow()
+        table = spark_dataframe(objects, plan, spark).toArrow()
     except Exception as e:
         from tenants.spark_errors import translate_task_error
 

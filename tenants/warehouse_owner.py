@@ -167,7 +167,7 @@ def _first_claim(catalog: Catalog, objects: ObjectStore, me: str, adopt: bool) -
     fresh = WarehouseMarker(me, now, (Adoption(me, None, now),) if foreign else ())
     won = objects.create(MARKER, fresh.encode())
     # Read back whatever is there now: ours if we won; the winner's if another
-    # process claimed it first (or overwrote ours on a store without conditional
+    # process claimed it first (or overwrote ours on an object store without conditional
     # writes). The caller compares the owner with this catalog.
     marker = read_marker(objects)
     if marker is None:

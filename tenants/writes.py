@@ -188,7 +188,7 @@ def check_keys(batch: pa.Table, primary_key: list[str], where: str, what: str) -
 
 def write(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant: str,
     database: str,
     table: str,
@@ -226,14 +226,14 @@ def write(
     ):
         with attempt:
             return _write_once(
-                catalog, store, tenant, database, table, upserts, deletes, only_present
+                catalog, objects, tenant, database, table, upserts, deletes, only_present
             )
     raise AssertionError("unreachable: tenacity reraises the last attempt's error")
 
 
 def _write_once(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant: str,
     database: str,
     table: str,
@@ -249,16 +249,16 @@ def _write_once(
         members = live_objects(tx, target.id) if only_present and deletes is not None else []
     expected_change: int | None = None
     if only_present and deletes is not None and deletes.num_rows:
-        deletes = present_keys(store, tenant_rec, target, members, now, deletes)
+        deletes = present_keys(objects, tenant_rec, target, members, now, deletes)
         if not deletes.num_rows and (upserts is None or not upserts.num_rows):
             return WriteResult(ts=now, upserted=0, deleted=0, object_ids=())
         expected_change = tenant_rec.last_change_ts
-    prepared = prepare_commit(store, tenant_rec, target, upserts, deletes)
-    return install_prepared(catalog, store, prepared, tenant, expected_change)
+    prepared = prepare_commit(objects, tenant_rec, target, upserts, deletes)
+    return install_prepared(catalog, objects, prepared, tenant, expected_change)
 
 
 def present_keys(
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant_rec: TenantRecord,
     target: TableRecord,
     members: Sequence[ObjectRecord],
@@ -283,7 +283,7 @@ def present_keys(
     tombs: list[pa.Table] = []
     for record in members:
         # Streamed: only the events of the keys asked about are kept.
-        with open_object(store, record) as reader:
+        with open_object(objects, record) as reader:
             for batch in reader.batches([*pk, TS]):
                 events = project(pa.Table.from_batches([batch]), target.schema, keys_only=True)
                 events = events.join(keys, keys=pk, join_type="left semi")
@@ -313,7 +313,7 @@ class PreparedCommit:
 
 
 def prepare_commit(
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant_rec: TenantRecord,
     target: TableRecord,
     upserts: pa.Table | None,
@@ -343,7 +343,7 @@ def prepare_commit(
         for kind, rows in batches:
             uploaded.append(
                 write_commit_object(
-                    store,
+                    objects,
                     rows,
                     tenant_id=tenant_rec.id,
                     table_id=target.id,
@@ -353,7 +353,7 @@ def prepare_commit(
                 )
             )
     except Exception:
-        discard_uploads(store, uploaded)
+        discard_uploads(objects, uploaded)
         raise
     return PreparedCommit(
         tenant_rec,
@@ -366,7 +366,7 @@ def prepare_commit(
 
 def install_prepared(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     prepared: PreparedCommit,
     tenant_ref: str | None = None,
     expected_change: int | None = None,
@@ -384,7 +384,7 @@ def install_prepared(
             result = install_commit(tx, prepared, tenant_ref, expected_change)
     except Exception:
         if result is None:
-            discard_uploads(store, prepared.objects)
+            discard_uploads(objects, prepared.objects)
         raise
     return result
 
@@ -453,11 +453,11 @@ def install_commit(
     )
 
 
-def discard_uploads(store: ObjectStore, records: Sequence[ObjectRecord]) -> None:
+def discard_uploads(objects: ObjectStore, records: Sequence[ObjectRecord]) -> None:
     """Delete uploads no catalog row names (best effort: GC removes what is left)."""
     if not records:
         return
     try:
-        store.delete_many(r.key for r in records)
+        objects.delete_many(r.key for r in records)
     except Exception:  # noqa: BLE001 - the original error matters more; GC sweeps orphans
         log.warning("could not delete unregistered uploads %s", [r.key for r in records])

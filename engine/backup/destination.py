@@ -42,7 +42,7 @@ class BackupEntry:
 
 
 def open_destination(uri: str, *, create: bool, s3: S3Settings | None = None) -> ObjectStore:
-    """The store at ``uri``; with ``create``, claim an empty one with the marker.
+    """The object store at ``uri``; with ``create``, claim an empty one with the marker.
 
     Args:
         uri: ``s3://bucket/prefix`` or ``file:///path``.

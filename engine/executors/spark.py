@@ -6,7 +6,7 @@ from a driver thread pool, so the cluster's cores rewrite in parallel; a
 group's results are journaled when its job finishes, so a crash loses at most
 the groups still in flight. Each Spark task reads and writes S3 through
 pyarrow with the pickled object store, so no Hadoop S3 connector is needed; the
-store pickles its endpoint and region but never credentials, which each
+object store pickles its endpoint and region but never credentials, which each
 executor takes from its own AWS chain (docs/cluster.md).
 """
 

@@ -14,7 +14,7 @@ The catalog has two clocks:
 GC measures every *age* on the wall clock, never on the commit clock:
 
 - keys the catalog does not know (orphans), temp files of killed writers and
-  incomplete multipart uploads: the store's last-modified / initiated time
+  incomplete multipart uploads: the object store's last-modified / initiated time
   against the wall clock, i.e. the object's real age;
 - unreferenced catalog objects (``removed_ts`` or ``created_ts``, commit
   timestamps) and the retention of dropped tenants (``retain_until`` =
@@ -41,5 +41,5 @@ def real_now(catalog: Catalog) -> int:
 def aged(since_us: int, grace_us: int, now_us: int) -> bool:
     """Has ``since_us`` been at least ``grace_us`` ago? A zero grace (only with
     ``allow_short_grace``) asks for no age at all: the caller is sure nothing is
-    in flight, so a commit ts or store time a few µs ahead of the clock counts."""
+    in flight, so a commit ts or object store time a few µs ahead of the clock counts."""
     return grace_us <= 0 or since_us + grace_us <= now_us

@@ -80,7 +80,11 @@ def find_garbage(tx: Tx, now: int, grace_us: int) -> list[Candidate]:
 
 
 def collect(
-    catalog: Catalog, store: ObjectStore, *, grace_us: int = DEFAULT_GRACE_US, dry_run: bool = True
+    catalog: Catalog,
+    objects: ObjectStore,
+    *,
+    grace_us: int = DEFAULT_GRACE_US,
+    dry_run: bool = True,
 ) -> CollectReport:
     """Collect garbage objects; with ``dry_run`` (the default) only report them."""
     with catalog.transaction(rollback=dry_run) as tx:
@@ -91,7 +95,7 @@ def collect(
             record_pending(tx, [(c.object_id, c.key, c.bytes, now) for c in candidates])
     if dry_run:
         return CollectReport(True, tuple(purged), tuple(candidates))
-    deleted, size, resumed = finish_pending(catalog, store, {c.object_id for c in candidates})
+    deleted, size, resumed = finish_pending(catalog, objects, {c.object_id for c in candidates})
     log.info(
         "gc: purged %d tenant(s), deleted %d object(s), %d bytes (%d resumed from an earlier run)",
         len(purged),
@@ -103,14 +107,14 @@ def collect(
 
 
 def finish_pending(
-    catalog: Catalog, store: ObjectStore, fresh: set[str] | None = None
+    catalog: Catalog, objects: ObjectStore, fresh: set[str] | None = None
 ) -> tuple[int, int, int]:
-    """Delete every recorded decision from the store, then from the catalog."""
+    """Delete every recorded decision from the object store, then from the catalog."""
     with catalog.snapshot() as tx:
         pending = pending_deletions(tx)
     if not pending:
         return 0, 0, 0
-    store.delete_many(r["object_key"] for r in pending)
+    objects.delete_many(r["object_key"] for r in pending)
     ids = [r["object_id"] for r in pending]
     with catalog.transaction() as tx:
         forget_collected(tx, ids)

@@ -8,7 +8,7 @@ compactions that lost their swap. A key is deleted only when all of these hold:
 - it is recognisably an object key (``tenants/<id>/<id>/data|tomb/<id>.parquet``);
 - its tenant id is one this catalog minted (engine/gc/ownership.py): keys of
   another catalog's tenants are kept and counted, even after an adoption;
-- its real age (the store's last-modified time against the wall clock, never
+- its real age (the object store's last-modified time against the wall clock, never
   the catalog's commit clock: engine/gc/clocks.py) exceeds the grace.
 
 Anything else is reported as kept. Under ``staging/<job id>/`` (a logical
@@ -68,7 +68,7 @@ def active_job_ids(catalog: Catalog) -> set[str]:
 
 def sweep_orphans(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     *,
     grace_us: int,
     dry_run: bool = True,
@@ -79,13 +79,13 @@ def sweep_orphans(
     Raises:
         WarehouseOwned, ForeignWarehouse: the warehouse is not this catalog's.
     """
-    owner = owner or ownership(catalog, store)
+    owner = owner or ownership(catalog, objects)
     known = known_keys(catalog)  # after the ids: a key registered since is known
     running = active_job_ids(catalog)
-    listed = list(store.list("tenants/"))
+    listed = list(objects.list("tenants/"))
     listed += [
         info
-        for info in store.list("staging/")
+        for info in objects.list("staging/")
         if owner.owns(info.key) and info.key.split("/", 2)[1] not in running
     ]
     now = real_now(catalog)  # after listing: no key can look younger than it is
@@ -113,7 +113,7 @@ def sweep_orphans(
         else:
             orphans.append(info)
     if not dry_run and orphans:
-        store.delete_many(o.key for o in orphans)
+        objects.delete_many(o.key for o in orphans)
     return OrphanReport(
         dry_run,
         len(listed),

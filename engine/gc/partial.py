@@ -5,7 +5,7 @@ parts are stored and billed, but no listing of objects shows them) or a
 ``.<name>.<pid>.tmp`` file beside its target on a ``file://`` warehouse (the
 object listing skips dotfiles). Neither is ever an object anyone reads, so GC
 aborts / removes them once they are older than the orphan grace, by the
-store's clock against the wall clock (engine/gc/clocks.py), and only when the
+object store's clock against the wall clock (engine/gc/clocks.py), and only when the
 key they were for is this catalog's (engine/gc/ownership.py). A write still in
 flight is younger than the grace, so it is never cut off.
 
@@ -40,10 +40,10 @@ class PartialReport:
 
 
 def sweep_partial_writes(
-    catalog: Catalog, store: ObjectStore, *, grace_us: int, owner: Ownership, dry_run: bool = True
+    catalog: Catalog, objects: ObjectStore, *, grace_us: int, owner: Ownership, dry_run: bool = True
 ) -> PartialReport:
     """Abort our incomplete uploads and remove our temp files older than ``grace_us``."""
-    found = [w for prefix in SWEPT_PREFIXES for w in store.partial_writes(prefix)]
+    found = [w for prefix in SWEPT_PREFIXES for w in objects.partial_writes(prefix)]
     now = real_now(catalog)
     stale = []
     too_young = not_ours = 0
@@ -54,5 +54,5 @@ def sweep_partial_writes(
             too_young += 1
         else:
             stale.append(write)
-    discarded = 0 if dry_run or not stale else store.discard_partial(stale)
+    discarded = 0 if dry_run or not stale else objects.discard_partial(stale)
     return PartialReport(dry_run, len(found), tuple(stale), too_young, not_ours, discarded)

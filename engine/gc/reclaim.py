@@ -58,25 +58,25 @@ class Reclaimable:
 
 
 def measure(
-    store: ObjectStore,
+    objects: ObjectStore,
     tenant: str,
     table: TableRecord,
-    objects: list[ObjectRecord],
+    records: list[ObjectRecord],
     guard: Protection,
 ) -> Reclaimable:
-    """Rows (and estimated bytes) of ``objects`` that ``guard``'s protected times do not need.
+    """Rows (and estimated bytes) of ``records`` that ``guard``'s protected times do not need.
 
     A table with a damaged object is not measured: which versions its other
     objects may drop depends on the rows the damaged one holds.
     """
     try:
-        unneeded = count_unneeded(store, table, objects, guard)
+        unneeded = count_unneeded(objects, table, records, guard)
     except (CorruptObject, ObjectMissing) as e:
-        damaged = find_damaged(store, tenant, table, objects)
+        damaged = find_damaged(objects, tenant, table, records)
         damaged = damaged or [DamagedObject(tenant, table.qualified, "", e.message)]
-        return Reclaimable(tenant, table, sum(o.rows for o in objects), 0, 0, tuple(damaged))
+        return Reclaimable(tenant, table, sum(o.rows for o in records), 0, 0, tuple(damaged))
     rows = dropped = size = 0
-    for record in objects:
+    for record in records:
         gone = unneeded[record.id]
         rows += record.rows
         dropped += gone
@@ -85,14 +85,14 @@ def measure(
 
 
 def find_damaged(
-    store: ObjectStore, tenant: str, table: TableRecord, objects: list[ObjectRecord]
+    objects: ObjectStore, tenant: str, table: TableRecord, records: list[ObjectRecord]
 ) -> list[DamagedObject]:
     """The objects that cannot be read back whole (missing, size, checksum, Parquet),
     each read on its own, streamed."""
     damaged: list[DamagedObject] = []
-    for o in objects:
+    for o in records:
         try:
-            with open_object(store, o) as reader:
+            with open_object(objects, o) as reader:
                 for _ in reader.batches():
                     pass
         except (CorruptObject, ObjectMissing) as e:
@@ -100,7 +100,7 @@ def find_damaged(
     return damaged
 
 
-def scan(catalog: Catalog, store: ObjectStore) -> list[Reclaimable]:
+def scan(catalog: Catalog, objects: ObjectStore) -> list[Reclaimable]:
     """Reclaimable rows of every live table of every active tenant."""
     with catalog.snapshot() as tx:
         work = []
@@ -108,16 +108,12 @@ def scan(catalog: Catalog, store: ObjectStore) -> list[Reclaimable]:
             guard = protection(tx, tenant)
             for table in tables_at(tx, tenant, tx.last_ts()):
                 work.append((tenant.name, table, live_objects(tx, table.id), guard))
-    return [
-        measure(store, name, table, objects, guard)
-        for name, table, objects, guard in work
-        if objects
-    ]
+    return [measure(objects, name, table, live, guard) for name, table, live, guard in work if live]
 
 
 def compact_reclaimable(
     catalog: Catalog,
-    store: ObjectStore,
+    objects: ObjectStore,
     found: list[Reclaimable],
     *,
     threshold: float = DEFAULT_THRESHOLD,
@@ -133,7 +129,7 @@ def compact_reclaimable(
         if not item.reclaimable_rows or item.fraction < threshold:
             continue
         try:
-            done.append((item, compact_table(catalog, store, item.table, full=True)))
+            done.append((item, compact_table(catalog, objects, item.table, full=True)))
         except ConcurrentModification as e:
             # Another compaction (a user's, a loader's) replaced some of its inputs
             # first: the table was just rewritten; the next GC measures it again.
@@ -141,7 +137,7 @@ def compact_reclaimable(
         except (CorruptObject, ObjectMissing) as e:
             # Which object? Read them all again, one by one (only on this rare path).
             with catalog.snapshot() as tx:
-                objects = live_objects(tx, item.table.id)
-            broken = find_damaged(store, item.tenant, item.table, objects)
+                live = live_objects(tx, item.table.id)
+            broken = find_damaged(objects, item.tenant, item.table, live)
             damaged += broken or [DamagedObject(item.tenant, item.table.qualified, "", e.message)]
     return done, damaged

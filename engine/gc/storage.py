@@ -49,31 +49,31 @@ class StorageReport:
         return sum(t.shared_bytes for t in self.tables)
 
 
-def storage(catalog: Catalog, store: ObjectStore, tenant: str) -> StorageReport:
+def storage(catalog: Catalog, objects: ObjectStore, tenant: str) -> StorageReport:
     with catalog.snapshot() as tx:
         record = find_tenant(tx, tenant)
         guard = protection(tx, record)
         now_only = replace(guard, snapshots=(), window=None)
         work = []
         for table in tables_at(tx, record, tx.last_ts()):
-            objects = live_objects(tx, table.id)
+            live = live_objects(tx, table.id)
             shared = objects_shared_with_other_tenants(tx, table.id, record.id)
-            work.append((table, objects, shared))
+            work.append((table, live, shared))
     result = []
     damaged: list[DamagedObject] = []
-    for table, objects, shared in work:
+    for table, live, shared in work:
         history: int | None = 0
-        if objects:
-            measured = measure(store, record.name, table, objects, now_only)
+        if live:
+            measured = measure(objects, record.name, table, live, now_only)
             damaged += measured.damaged
             history = None if measured.damaged else measured.reclaimable_bytes
         result.append(
             TableStorage(
                 table.qualified,
-                len(objects),
-                sum(o.bytes for o in objects),
+                len(live),
+                sum(o.bytes for o in live),
                 history,
-                sum(o.bytes for o in objects if o.id in shared),
+                sum(o.bytes for o in live if o.id in shared),
             )
         )
     return StorageReport(record.ref, tuple(result), tuple(damaged))

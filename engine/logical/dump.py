@@ -148,7 +148,7 @@ def part_writer(
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """What each Spark dump task runs: stream its key range (one partition, sorted)
     into ``part-<partition>.parquet`` and report the file. The closure holds the
-    destination store, which pickles without credentials."""
+    destination object store, which pickles without credentials."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext

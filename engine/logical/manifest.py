@@ -188,7 +188,7 @@ def chain_hash(part_hashes: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(part_hashes).encode()).hexdigest()
 
 
-def read_manifest(store: ObjectStore, root: str) -> DumpManifest:
+def read_manifest(objects: ObjectStore, root: str) -> DumpManifest:
     """The manifest of the dump at ``root``; a dump without one is incomplete.
 
     Raises:
@@ -196,23 +196,23 @@ def read_manifest(store: ObjectStore, root: str) -> DumpManifest:
     """
     key = f"{root.rstrip('/')}/{MANIFEST}"
     try:
-        text = store.get(key).decode()
+        text = objects.get(key).decode()
     except ObjectMissing as e:
         raise ObjectMissing(
-            f"no complete dump at {store.warehouse.uri}/{root}: {MANIFEST} is missing (a dump "
+            f"no complete dump at {objects.warehouse.uri}/{root}: {MANIFEST} is missing (a dump "
             "writes it last, so this one is incomplete or the path is wrong)"
         ) from e
-    return DumpManifest.from_json(text, f"{store.warehouse.uri}/{key}")
+    return DumpManifest.from_json(text, f"{objects.warehouse.uri}/{key}")
 
 
-def check_file(store: ObjectStore, root: str, entry: DumpFile) -> None:
+def check_file(objects: ObjectStore, root: str, entry: DumpFile) -> None:
     """Check a dump file's size and sha256, streaming its bytes.
 
     Raises:
         CorruptObject: the file's size or sha256 differs from the manifest.
     """
-    where = f"{store.warehouse.uri}/{root}/{entry.path}"
-    size, sha = digest_of(store, f"{root}/{entry.path}")
+    where = f"{objects.warehouse.uri}/{root}/{entry.path}"
+    size, sha = digest_of(objects, f"{root}/{entry.path}")
     if size != entry.bytes or sha != entry.sha256:
         raise CorruptObject(
             f"dump file {where} does not match the manifest ({size} bytes, expected {entry.bytes}, "
@@ -240,11 +240,11 @@ def part_record(root: str, entry: DumpFile) -> ObjectRecord:
     )
 
 
-def verify_dump(store: ObjectStore, root: str) -> DumpManifest:
+def verify_dump(objects: ObjectStore, root: str) -> DumpManifest:
     """Re-read every file of a dump and check sizes and hashes, loading nothing."""
-    manifest = read_manifest(store, root)
+    manifest = read_manifest(objects, root)
     for table in manifest.tables:
         table.schema()
         for entry in table.files:
-            check_file(store, root, entry)
+            check_file(objects, root, entry)
     return manifest

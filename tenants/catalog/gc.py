@@ -1,7 +1,7 @@
 """What GC reads and writes in the catalog: garbage, pending deletions, purges, retention.
 
 GC decides inside one write transaction and records its decisions in
-``gc_pending`` before any key is deleted from the store; the rows go only after
+``gc_pending`` before any key is deleted from the object store; the rows go only after
 the keys are gone (engine/gc/collect.py). Every query here that GC builds a
 keep-set from must run in the same transaction as the decision it protects:
 a membership or pin added after the read would otherwise go unseen.
@@ -99,7 +99,7 @@ def pending_deletions(tx: Tx) -> list[Row]:
 
 def forget_collected(tx: Tx, object_ids: Sequence[str]) -> None:
     """Drop the catalog rows of objects whose keys are deleted: their memberships, the
-    objects and the pending decisions. Call only after the store deleted the keys:
+    objects and the pending decisions. Call only after the object store deleted the keys:
     the other order leaves keys no row names."""
     for start in range(0, len(object_ids), _CHUNK):
         chunk = list(object_ids[start : start + _CHUNK])

@@ -45,7 +45,7 @@ _INSERT_OBJECT = (
 
 
 def insert_object(tx: Tx, record: ObjectRecord) -> None:
-    """Register an object (its bytes are already in the store); it joins no table yet."""
+    """Register an object (its bytes are already in the object store); it joins no table yet."""
     tx.execute(_INSERT_OBJECT, _object_values(record))
 
 

@@ -1,7 +1,7 @@
 """The object store seam: immutable objects under a warehouse, by scheme.
 
 A warehouse URI picks the backend (``s3://`` or ``file://``); an ``s3://``
-store reaches S3 with the :class:`~tenants.config.S3Settings` it is given and
+object store reaches S3 with the :class:`~tenants.config.S3Settings` it is given and
 reads no environment (the edges build settings: ``S3Settings.from_env()``).
 """
 
@@ -17,11 +17,11 @@ __all__ = ["ObjectInfo", "ObjectOutput", "ObjectStore", "PartialWrite", "open_ob
 def open_object_store(
     uri: str, s3: S3Settings | None = None, *, what: str = "warehouse"
 ) -> ObjectStore:
-    """The store for ``uri``: ``s3://bucket/prefix`` or ``file:///path``.
+    """The object store for ``uri``: ``s3://bucket/prefix`` or ``file:///path``.
 
     Args:
         uri: the warehouse (or backup destination) URI.
-        s3: how an ``s3://`` store reaches S3 (endpoint, region, credentials);
+        s3: how an ``s3://`` object store reaches S3 (endpoint, region, credentials);
             required for one, ignored for ``file://``.
         what: the URI's role in errors ("warehouse", "backup destination").
 

@@ -1,7 +1,7 @@
 """What every object store offers (the backends: ``local.py``, ``s3.py``).
 
-Keys handed to a store are relative to the warehouse root; the store adds its
-prefix. Stores are picklable (clients are rebuilt lazily) so Spark tasks can
+Keys handed to an object store are relative to the warehouse root; it adds its
+prefix. Object stores are picklable (clients are rebuilt lazily) so Spark tasks can
 carry them.
 """
 
@@ -31,7 +31,7 @@ class PartialWrite:
 
     ``key`` is the warehouse-relative key the write was for; ``since_us`` is when
     the upload was initiated (S3) or the temp file last written (file://), by the
-    store's clock; ``handle`` names it for :meth:`ObjectStore.discard_partial`
+    object store's clock; ``handle`` names it for :meth:`ObjectStore.discard_partial`
     (the upload id, or the temp file's relative path).
     """
 

@@ -89,9 +89,9 @@ class S3Output:
     :meth:`abort` (or a failure) aborts it, and an upload whose writer was
     killed is swept by GC (``partial_writes``)."""
 
-    def __init__(self, store: S3ObjectStore, key: str) -> None:
-        self._store, self._key = store, key
-        self._full = store._full(key)
+    def __init__(self, objects: S3ObjectStore, key: str) -> None:
+        self._objects, self._key = objects, key
+        self._full = objects._full(key)
         self._buffer = bytearray()
         self._upload_id: str | None = None
         self._parts: builtins.list[dict[str, Any]] = []
@@ -100,11 +100,11 @@ class S3Output:
 
     def _call(self, action: str, method: str, **kwargs: Any) -> Any:
         try:
-            return _retry(getattr(self._store._client, method))(
-                Bucket=self._store.warehouse.bucket, Key=self._full, **kwargs
+            return _retry(getattr(self._objects._client, method))(
+                Bucket=self._objects.warehouse.bucket, Key=self._full, **kwargs
             )
         except Exception as e:
-            raise self._store._translate(e, self._key, action) from e
+            raise self._objects._translate(e, self._key, action) from e
 
     def write(self, data: bytes | memoryview) -> int:
         self._buffer += data
@@ -171,7 +171,7 @@ class S3Output:
                 self._call("abort the upload of", "abort_multipart_upload", UploadId=upload_id)
             except RewindError as e:
                 # GC sweeps the upload after its grace; the write's own error matters more.
-                log.warning("cannot abort the upload of %s: %s", self._store._where(self._key), e)
+                log.warning("cannot abort the upload of %s: %s", self._objects._where(self._key), e)
 
     def _close_pool(self) -> None:
         if self._pool is not None:
@@ -183,7 +183,7 @@ class S3ObjectStore:
     """Objects under ``s3://bucket/prefix``.
 
     Both clients are built from ``warehouse.s3`` alone (``to_boto3()``,
-    ``to_pyarrow_fs()``): the store reads no environment, so two stores in one
+    ``to_pyarrow_fs()``): the object store reads no environment, so two object stores in one
     process may reach two endpoints. Fields the settings leave unset fall to
     the SDKs' own AWS chain (a profile, an instance role).
     """
