@@ -22,6 +22,17 @@ from tenants.catalog.schedules import insert_schedule
 from tenants.catalog.snapshots import insert_snapshots
 
 
+def materialise_tenant(
+    tx: Tx, plan: RestorePlan, tenant_id: str, ts: int, database_ids: Mapping[str, str]
+) -> None:
+    """Tenant ``tenant_id`` as the plan's source was at S, but for its objects: the
+    databases (under ``database_ids``, by name), tables and schema history, and
+    the snapshots, PITR window and schedule (``carry_settings``). The caller adds
+    the objects (inherited, rewritten or copied) in the same transaction."""
+    create_tables(tx, plan, tenant_id, database_ids)
+    carry_settings(tx, plan, tenant_id, ts)
+
+
 def create_tables(
     tx: Tx, plan: RestorePlan, tenant_id: str, database_ids: Mapping[str, str]
 ) -> None:

@@ -20,7 +20,7 @@ from typing import Any, cast
 from engine.backup.destination import backup_root, read_manifest
 from engine.executors.task import rewrite_object
 from engine.logical.reload import discard_staging
-from engine.materialise import carry_settings, create_tables
+from engine.materialise import materialise_tenant
 from engine.pipeline import RestorePlan
 from engine.restore.members import live_members
 from engine.restore.plan import plan_in
@@ -312,11 +312,10 @@ def _install(
             f"restoring backup {backup_id} as {name!r}: its staging tenant {tenant_id} was "
             "discarded meanwhile (another restore of the same backup?); restore again"
         )
-    create_tables(tx, plan, tenant_id, {db: new_id() for db in plan.databases})
+    # The backup's objects keep their __ts, so its snapshots at or before S read
+    # here as they did at the source; the PITR window and schedule go on from now.
+    materialise_tenant(tx, plan, tenant_id, ts, {db: new_id() for db in plan.databases})
     for table in plan.tables:
         for record in installed.get(table.new_table_id, []):
             insert_object(tx, replace(record, created_ts=ts))
             add_member(tx, table.new_table_id, record.id, ts)
-    # The backup's objects keep their __ts, so its snapshots at or before S read
-    # here as they did at the source; the PITR window and schedule go on from now.
-    carry_settings(tx, plan, tenant_id, ts)

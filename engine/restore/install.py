@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from engine.materialise import carry_settings, create_tables, insert_schema_history
+from engine.materialise import insert_schema_history, materialise_tenant
 from engine.pipeline import Installed, RestorePlan, RewriteResult
 from engine.restore.journal import transition
 from tenants.catalog import Catalog, Tx
@@ -83,11 +83,14 @@ def install(
                 retention_us=retention_us,
             )
             _create_tenant(tx, plan, ts)
-            create_tables(
-                tx, plan, plan.new_tenant_id, {name: db for name, (db, _) in plan.databases.items()}
+            materialise_tenant(
+                tx,
+                plan,
+                plan.new_tenant_id,
+                ts,
+                {name: db for name, (db, _) in plan.databases.items()},
             )
             _install_objects(tx, plan, results, ts)
-            carry_settings(tx, plan, plan.new_tenant_id, ts)
             target = tenant_by_id(tx, plan.new_tenant_id)
         release_pins(tx, plan.job_id)
         mark_installed(tx, plan.job_id, ts)
