@@ -25,11 +25,14 @@ from dataclasses import dataclass, field, replace
 from engine.executors import EXECUTORS_FACTORY
 from engine.logical.runner import ensure_dump, reload_as_restore
 from engine.pipeline import (
+    ExecutorName,
     Executors,
     Installed,
+    Method,
     RestorePlan,
     RewriteResult,
     Verified,
+    VerifyLevel,
     check_level,
     check_method,
 )
@@ -95,9 +98,9 @@ def restore_tenant(
     point: str | int,
     *,
     to: str | None = None,
-    executor: str = "auto",
-    verify: str = "objects",
-    method: str = "auto",
+    executor: ExecutorName = "auto",
+    verify: VerifyLevel = "objects",
+    method: Method = "auto",
     progress: Progress | None = None,
     executors: Executors = EXECUTORS_FACTORY,
 ) -> RestoreOutcome:
@@ -130,9 +133,9 @@ def run_restore(
     store: TableStore,
     make_plan: Callable[[], RestorePlan],
     *,
-    executor: str = "auto",
-    verify: str = "objects",
-    method: str = "auto",
+    executor: ExecutorName = "auto",
+    verify: VerifyLevel = "objects",
+    method: Method = "auto",
     progress: Progress | None = None,
     executors: Executors = EXECUTORS_FACTORY,
 ) -> RestoreOutcome:

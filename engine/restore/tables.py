@@ -9,6 +9,7 @@ Its install adds the new tables to a tenant that exists, in one transaction.
 
 from __future__ import annotations
 
+from engine.pipeline import ExecutorName, VerifyLevel
 from engine.restore.job import Progress, RestoreOutcome, run_restore
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
 from tenants.store import TableStore
@@ -22,8 +23,8 @@ def restore_table(
     *,
     to: str | None = None,
     to_tenant: str | None = None,
-    executor: str = "auto",
-    verify: str = "objects",
+    executor: ExecutorName = "auto",
+    verify: VerifyLevel = "objects",
     progress: Progress | None = None,
 ) -> RestoreOutcome:
     """Restore ``table`` (``DB.TABLE``) of ``tenant`` to ``point`` (snapshot name,
@@ -54,8 +55,8 @@ def restore_database(
     *,
     to: str | None = None,
     to_tenant: str | None = None,
-    executor: str = "auto",
-    verify: str = "objects",
+    executor: ExecutorName = "auto",
+    verify: VerifyLevel = "objects",
     progress: Progress | None = None,
 ) -> RestoreOutcome:
     """Restore every table of ``database`` to ``point``, in one install: tables
@@ -79,8 +80,8 @@ def undrop_table(
     table: str,
     *,
     as_name: str | None = None,
-    executor: str = "auto",
-    verify: str = "objects",
+    executor: ExecutorName = "auto",
+    verify: VerifyLevel = "objects",
 ) -> RestoreOutcome:
     """Bring back the most recently dropped ``table`` (``DB.TABLE``) of ``tenant``
     with its data as at the drop, under its name or ``as_name`` (``DB.NEW``),
