@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from engine.cli import (
     backup_cmds,
@@ -34,6 +34,7 @@ from engine.cli import (
     tenant_cmds,
 )
 from engine.cli.context import CliState
+from tenants import __version__
 from tenants.errors import RewindError
 from tenants.spark_session import request_master
 
@@ -47,6 +48,7 @@ class RewindGroup(TyperGroup):
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         # --json is global, and some commands take it too: either asks for JSON errors.
         ctx.meta["json_errors"] = "--json" in args
+        _bare_flags(self, ctx)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
@@ -72,6 +74,33 @@ def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
     raise typer.Exit(EXIT_ERROR) from None
 
 
+def _bare_flags(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
+    """Show every flag of ``command`` and the commands below it without a value
+    placeholder: ``--dry-run``, not ``--dry-run <bool>``.
+
+    typer's help shows each option's type, a flag's too, as if it took a value.
+    An empty metavar shows nothing. The help option is made per command on
+    first use, from the root context's names (``-h``, ``--help``), so this runs
+    with the root context, before any help can be printed.
+    """
+    for param in command.get_params(ctx):
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _bare_flags(sub, ctx)
+
+
+def _show_version(ctx: typer.Context, value: bool) -> None:
+    """``--version``: ``rewind 0.1.0`` (a JSON object under ``--json``), then exit."""
+    if not value or ctx.resilient_parsing:
+        return
+    if ctx.meta.get("json_errors"):
+        render.emit_json({"name": "rewind", "version": __version__})
+    else:
+        render.say(f"rewind {__version__}")
+    raise typer.Exit()
+
+
 def _parser_error(error: typer.BadParameter) -> RewindError | None:
     """The :class:`RewindError` an option's ``parser`` raised (engine.cli.choices), if any.
 
@@ -94,9 +123,10 @@ def _parser_error(error: typer.BadParameter) -> RewindError | None:
 app = typer.Typer(
     cls=RewindGroup,
     name="rewind",
-    help="Rewind: a multi-tenant table store on S3, with point-in-time reads.",
+    help="Rewind: a multi-tenant table store on S3, with point-in-time reads.\n\n"
+    "Start with `rewind tenant create NAME`; every command takes -h for its help and examples.",
     no_args_is_help=True,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     # Locals can hold credentials (S3 settings); never print them.
     pretty_exceptions_show_locals=False,
 )
@@ -162,6 +192,16 @@ def root(
     ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            expose_value=False,
+            help="Print the version and exit.",
+        ),
     ] = False,
 ) -> None:
     """Rewind: a multi-tenant table store on S3, with point-in-time reads."""

@@ -34,13 +34,20 @@ Uri = Annotated[
         metavar="URI", help="Backup destination, e.g. s3://other-bucket/prefix.", show_default=False
     ),
 ]
-BackupId = Annotated[str, typer.Argument(metavar="BACKUP_ID", show_default=False)]
+BackupId = Annotated[
+    str,
+    typer.Argument(
+        metavar="BACKUP_ID", help="A backup id, from `rewind backup list URI`.", show_default=False
+    ),
+]
 
 
 @app.command("create")
 def create(
     ctx: typer.Context,
-    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    tenant: Annotated[
+        str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
+    ],
     snapshot: Annotated[
         str,
         typer.Option(
@@ -54,7 +61,11 @@ def create(
     ],
     kind: BackupKindOption = "physical",
 ) -> None:
-    """Back up a tenant as of a snapshot to another bucket or directory."""
+    """Back up a tenant as of a snapshot to another bucket or directory.
+
+    Example:
+      rewind backup create acme --snapshot mon --to s3://backups/rewind
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     result = create_backup(state.store(), tenant, snapshot, to, kind=kind)

@@ -54,7 +54,11 @@ def gc_cmd(
         ),
     ] = DEFAULT_THRESHOLD,
 ) -> None:
-    """Collect garbage: expired tenants, versions no protected time needs, unreferenced objects, orphans."""
+    """Collect garbage: expired tenants, versions no protected time needs, unreferenced objects, orphans.
+
+    Example:
+      rewind gc --dry-run
+    """
     state = cli_state(ctx)
     if not 0 <= threshold <= 1:  # also refuses nan
         raise InvalidArgument(f"invalid --threshold {threshold}: use a fraction from 0 to 1")
@@ -223,7 +227,9 @@ def _print_gc(report: GcReport) -> None:
 
 def storage_cmd(
     ctx: typer.Context,
-    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    tenant: Annotated[
+        str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
+    ],
 ) -> None:
     """Bytes a tenant holds: live, held only by snapshots/PITR, and shared with other tenants."""
     state = cli_state(ctx)

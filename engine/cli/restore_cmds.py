@@ -56,7 +56,10 @@ from tenants.times import starts_time
 def restore_tenant_cmd(
     ctx: typer.Context,
     tenant: Annotated[
-        str, typer.Argument(help="Tenant to restore (name, or name@id).", show_default=False)
+        str,
+        typer.Argument(
+            metavar="TENANT", help="Tenant to restore (name, or name@id).", show_default=False
+        ),
     ],
     snapshot: Annotated[
         str | None,
@@ -105,11 +108,15 @@ def restore_tenant_cmd(
         bool, typer.Option("--json", help="Print machine-readable JSON.")
     ] = False,
 ) -> None:
-    """Restore a tenant to a snapshot or protected time, physically.
+    """Restore a tenant to a snapshot or protected time.
 
-    Objects wholly inside the snapshot are reused without copying; only objects
-    that straddle it are rewritten. One catalog transaction installs the new
-    tenant; in place, the old one is retired (kept, undoable).
+    Physically, objects wholly inside the snapshot are reused without copying;
+    only objects that straddle it are rewritten. One catalog transaction
+    installs the new tenant; in place, the old one is retired (kept, undoable).
+
+    Examples:
+      rewind restore-tenant acme --snapshot mon --dry-run
+      rewind restore-tenant acme --snapshot mon --to acme_mon
     """
     state = cli_state(ctx)
     as_json = json_output or state.json
@@ -222,7 +229,9 @@ class progress_bar:
 
 def history_cmd(
     ctx: typer.Context,
-    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    tenant: Annotated[
+        str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
+    ],
     commits: Annotated[
         bool,
         typer.Option(
@@ -238,26 +247,47 @@ def history_cmd(
     limit: Annotated[
         int, typer.Option("--limit", min=1, help="With --commits: how many to list.")
     ] = 50,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="With --commits: print only each commit's ts, one a line (for scripts: "
+            "TS=$(rewind history acme --commits --limit 1 -q)).",
+        ),
+    ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
     ] = False,
 ) -> None:
-    """Show a tenant's lineage (restores, retired ids) and its restore jobs, or its commits."""
+    """Show a tenant's lineage (restores, retired ids) and its restore jobs, or its commits.
+
+    Examples:
+      rewind history acme
+      rewind history acme --commits --table shop.orders
+    """
     state = cli_state(ctx)
+    as_json = state.json or json_output
     tenant_arg(tenant)
     if table is not None:
         table_arg(table)
-        if not commits:
-            raise InvalidArgument("--table goes with --commits")
+    for option, given in (("--table", table is not None), ("--quiet", quiet)):
+        if given and not commits:
+            raise InvalidArgument(f"{option} goes with --commits")
+    if quiet and as_json:
+        raise InvalidArgument("give either --quiet (bare ts) or --json, not both")
     if commits:
         found = commit_history(state.store().catalog, tenant, table=table, limit=limit)
-        if state.json or json_output:
+        if as_json:
             render.emit_json([commit_json(c) for c in found])
+        elif quiet:
+            for c in found:
+                render.say(str(c.ts))
         else:
             render.show(commits_table(tenant, found))
         return
     hist = load_history(state.store().catalog, tenant)
-    if state.json or json_output:
+    if as_json:
         render.emit_json(
             {
                 "lineage": [

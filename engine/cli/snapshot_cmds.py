@@ -54,7 +54,11 @@ def create(
         ),
     ] = None,
 ) -> None:
-    """Record a snapshot: a name for a point in time. No data is copied."""
+    """Record a snapshot: a name for a point in time. No data is copied.
+
+    Example:
+      rewind snapshot create acme mon
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     snapshot_name(name)
@@ -113,7 +117,7 @@ def drop(
     name: Annotated[
         str | None,
         typer.Argument(
-            metavar="[NAME]", help="The snapshot to drop (or use filters).", show_default=False
+            metavar="NAME", help="The snapshot to drop (or use filters).", show_default=False
         ),
     ] = None,
     older_than: Annotated[
@@ -286,7 +290,7 @@ def tick(
     tenant: Annotated[
         str | None,
         typer.Argument(
-            metavar="[TENANT]",
+            metavar="TENANT",
             help="One tenant (default: every active tenant).",
             show_default=False,
         ),

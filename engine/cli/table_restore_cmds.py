@@ -92,9 +92,14 @@ def restore_table_cmd(
 ) -> None:
     """Restore one table to a snapshot or protected time.
 
-    The other tables keep every later write. In place, the table's content and schema become what they were then; the
-    table as it was stays readable at earlier times (undo by restoring to one).
-    Writes to it are refused while the job runs.
+    The other tables keep every later write. In place, the table's content and
+    schema become what they were then; the table as it was stays readable at
+    earlier times (undo by restoring to one). Writes to it are refused while
+    the job runs.
+
+    Examples:
+      rewind restore-table acme shop.orders --before TS   (TS from `rewind history acme --commits`)
+      rewind restore-table acme shop.orders --snapshot mon --to shop.orders_mon
     """
     state = cli_state(ctx)
     as_json = json_output or state.json

@@ -1,4 +1,4 @@
-"""``rewind tenant create|list|drop``."""
+"""``rewind tenant create|list|drop|undrop|purge``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from engine.cli import render
 from engine.cli.context import cli_state, new_tenant_arg, tenant_arg
 from tenants.times import format_ts
 
-app = typer.Typer(help="Create, list and drop tenants.", no_args_is_help=True)
+app = typer.Typer(help="Create, list, drop, undrop and purge tenants.", no_args_is_help=True)
 
 TenantName = Annotated[
     str, typer.Argument(metavar="NAME", help="Tenant name, e.g. acme.", show_default=False)
@@ -19,7 +19,11 @@ TenantName = Annotated[
 
 @app.command("create")
 def create(ctx: typer.Context, name: TenantName) -> None:
-    """Create an empty tenant."""
+    """Create an empty tenant: a namespace for databases, tables and snapshots.
+
+    Example:
+      rewind tenant create acme
+    """
     state = cli_state(ctx)
     new_tenant_arg(name)
     tenant = state.store().create_tenant(name)
