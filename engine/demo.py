@@ -250,7 +250,7 @@ def step_plan(demo: Demo) -> None:
 
 def step_restore(demo: Demo) -> None:
     """Physical restore to the scheduled snapshot, in place, with full verification."""
-    demo.rewind("restore-tenant", TENANT, "--snapshot", demo.scheduled, "--verify", "full")
+    demo.rewind("restore-tenant", TENANT, "--snapshot", demo.scheduled, "--verify", "full", "--yes")
     demo.model = copy.deepcopy(demo.marks[demo.scheduled][1])
     demo.rewind("query", TENANT, "sales.orders", "--limit", "5")
     demo.rewind("history", TENANT)
@@ -286,7 +286,7 @@ def step_table_restore(demo: Demo) -> None:
     demo.upsert("inventory.stock", [{"sku": "sku-new", "on_hand": 5, "price": 1.5}])  # a good one
     demo.rewind("history", TENANT, "--commits", "--limit", "3")
     bad = commit_history(demo.store.catalog, TENANT, table="sales.orders", limit=1)[0].ts
-    demo.rewind("restore-table", TENANT, "sales.orders", "--before", str(bad))
+    demo.rewind("restore-table", TENANT, "sales.orders", "--before", str(bad), "--yes")
     demo.model["sales.orders"] = before  # inventory.stock keeps its later write
     demo.rewind("query", TENANT, "sales.orders", "--limit", "3")
 

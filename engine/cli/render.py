@@ -58,6 +58,17 @@ def show(renderable: RenderableType) -> None:
     stdout().print(renderable)
 
 
+def show_all(parts: Iterable[RenderableType], console: Console | None = None) -> None:
+    """Print tables and lines in turn (stdout by default): a string as :func:`say`
+    prints it, anything else as :func:`show` does."""
+    console = console or stdout()
+    for part in parts:
+        if isinstance(part, str):
+            console.print(Text(part), soft_wrap=True)
+        else:
+            console.print(part)
+
+
 def say(message: str) -> None:
     """One plain line on stdout (no markup, no wrapping)."""
     stdout().print(Text(message), soft_wrap=True)

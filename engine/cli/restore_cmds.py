@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 import typer
+from rich.console import RenderableType
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -22,6 +23,7 @@ from rich.progress import (
 
 from engine.cli import render
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, instant_arg, table_arg, tenant_arg
 from engine.cli.restore_render import (
     commit_json,
@@ -34,7 +36,7 @@ from engine.cli.restore_render import (
     plan_table,
 )
 from engine.executors.base import decide_executor
-from engine.pipeline import RewriteResult
+from engine.pipeline import ExecutorChoice, RestorePlan, RewriteResult
 from engine.restore.history import before_commit, commit_history
 from engine.restore.history import history as load_history
 from engine.restore.job import (
@@ -88,6 +90,7 @@ def restore_tenant_cmd(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
+    yes: YesOption = False,
     executor: ExecutorOption = "auto",
     verify: VerifyOption = "objects",
     method: MethodOption = "auto",
@@ -134,19 +137,40 @@ def restore_tenant_cmd(
         snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
     )
     store = state.store()
-    if dry_run:
+
+    def planned() -> tuple[RestorePlan, ExecutorChoice, str, str]:
         plan = plan_restore(store.catalog, tenant, point, to=to)
         chosen = decide_executor(executor, plan.totals()["rewrite"][1])
-        how, why = choose_method(method, plan)
+        return (plan, chosen, *choose_method(method, plan))
+
+    def plan_view() -> list[RenderableType]:
+        """What --dry-run prints: the plan table and how the method was chosen."""
+        plan, chosen, _, why = planned()
+        return [plan_table(plan, chosen.name, chosen.reason), f"method {why}"]
+
+    def question_plan() -> list[RenderableType]:
+        return [
+            *plan_view(),
+            f"the current tenant {tenant} is retired, not deleted: `rewind tenant undrop` or "
+            "another restore brings it back while it is retained",
+        ]
+
+    if dry_run:
         if as_json:
+            plan, chosen, how, why = planned()
             render.emit_json(
                 plan_json(plan, chosen.name, chosen.reason) | {"method": how, "method_reason": why}
             )
         else:
-            render.show(plan_table(plan, chosen.name, chosen.reason))
-            render.say(f"method {why}")
-            render.say("dry run: nothing was changed")
+            render.show_all([*plan_view(), "dry run: nothing was changed"])
         return
+    if to is None:  # in place: the live tenant is replaced (and retired, undoable)
+        confirm(
+            f"replace tenant {tenant} with its state at {point_words(snapshot, at, before)}",
+            yes=yes,
+            as_json=as_json,
+            plan=question_plan,
+        )
     with progress_bar(as_json) as report:
         outcome = restore_tenant(
             store,
@@ -311,6 +335,13 @@ def history_cmd(
 def register(app: typer.Typer) -> None:
     app.command("restore-tenant")(restore_tenant_cmd)
     app.command("history")(history_cmd)
+
+
+def point_words(snapshot: str | None, at: str | None, before: str | None) -> str:
+    """The restore point as the user named it, for a question."""
+    if snapshot is not None:
+        return f"snapshot {snapshot}"
+    return f"time {at}" if at is not None else f"just before commit {before}"
 
 
 def restore_point(

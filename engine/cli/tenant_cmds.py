@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.console import RenderableType
 
 from engine.cli import render
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, new_tenant_arg, tenant_arg
 from tenants.times import format_ts
 
@@ -57,10 +59,21 @@ def drop(
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="Tenant name (or name@id).", show_default=False)
     ],
+    yes: YesOption = False,
 ) -> None:
-    """Drop a tenant: it stops accepting writes; its data is kept (restorable) for now."""
+    """Drop a tenant: it stops accepting writes; its data is kept (restorable) for now.
+
+    `rewind tenant undrop NAME@ID` brings it back while it is retained; after
+    that, or after `rewind tenant purge`, `rewind gc` deletes its data.
+    """
     state = cli_state(ctx)
     tenant_arg(name)
+    confirm(
+        f"drop tenant {name}",
+        yes=yes,
+        as_json=state.json,
+        plan=lambda: [render.tenants_table([state.store().tenant(name)])],
+    )
     tenant = state.store().drop_tenant(name)
     if state.json:
         render.emit_json(render.tenant_json(tenant))
@@ -100,6 +113,7 @@ def purge(
     ref: Annotated[
         str, typer.Argument(metavar="NAME@ID", help="A dropped tenant.", show_default=False)
     ],
+    yes: YesOption = False,
 ) -> None:
     """End a dropped tenant's retention now: its snapshots go and its objects become collectable.
 
@@ -110,6 +124,18 @@ def purge(
 
     state = cli_state(ctx)
     tenant_arg(ref)
+
+    def plan() -> list[RenderableType]:
+        tenant = state.store().tenant(ref)
+        what = (
+            "the half-loaded staging tenant and its objects are discarded"
+            if tenant.state == "staging"
+            else "its snapshots are dropped and `rewind gc` may delete its objects: it can no "
+            "longer be undropped"
+        )
+        return [render.tenants_table([tenant]), what]
+
+    confirm(f"purge tenant {ref}", yes=yes, as_json=state.json, plan=plan)
     store = state.store()
     if store.tenant(ref).state == "staging":
         staging = discard_abandoned_staging(store, ref)

@@ -5,7 +5,8 @@
     python -m engine.jobs.restore_tenant acme --snapshot mon --to acme_copy
 
 Runs exactly the CLI's ``restore-tenant`` command (same options, same errors,
-same exit codes). Global options (``--catalog``, ``--warehouse``,
+same exit codes; an in-place restore, without ``--to``, needs ``--yes``, as
+a batch job has nobody to ask). Global options (``--catalog``, ``--warehouse``,
 ``--spark-master``, ``--verbose``) may come anywhere; the executor defaults to
 Spark, since a cluster is why one submits a job. The job runs on the master
 spark-submit gives it, ships Rewind's code to the executors and checks the
