@@ -1,13 +1,16 @@
 """The root ``rewind`` command: global options, sub-commands and error mapping.
 
 :class:`RewindGroup` is the one place where a :class:`~tenants.errors.RewindError`
-becomes a one-line red message on stderr (one JSON line under ``--json``) and
-exit code 1, and so does one an option's parser raises while typer parses the
-command line (a bad ``--executor``: engine.cli.choices). It sits in the root
-command's ``invoke`` rather than in :func:`main`, so the console script, the
-demo and ``typer.testing.CliRunner`` all get the same behaviour. Usage errors
-(a missing argument, an unknown option) are typer's and keep its exit code 2;
-any other exception is a bug and shows typer's traceback.
+becomes a one-line red message on stderr (under ``--json``, one JSON object on
+stdout, where a program reads the result) and exit code 1, and so does one an
+option's parser raises while typer parses the command line (a bad
+``--executor``: engine.cli.choices). It sits in the root command's
+``parse_args`` and ``invoke`` rather than in :func:`main`, so the console
+script, the demo and ``typer.testing.CliRunner`` all get the same behaviour.
+Usage errors (a missing argument, an unknown option) keep typer's exit code 2
+and, without ``--json``, its boxed message on stderr; under ``--json`` they are
+one JSON object on stdout too. Any other exception is a bug and shows typer's
+traceback.
 """
 
 from __future__ import annotations
@@ -39,17 +42,21 @@ from tenants.errors import RewindError
 from tenants.spark_session import request_master
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2  # typer's, for a usage error
 
 
 class RewindGroup(TyperGroup):
     """The root command; maps every ``RewindError`` raised below it (by an option's
-    parser too) to exit 1."""
+    parser too) to exit 1 and, under ``--json``, typer's usage errors to JSON (exit 2)."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         # --json is global, and some commands take it too: either asks for JSON errors.
         ctx.meta["json_errors"] = "--json" in args
         _bare_flags(self, ctx)
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except typer.TyperException as error:  # an unknown root option, say
+            _usage_error(ctx, error)
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
@@ -59,12 +66,25 @@ class RewindGroup(TyperGroup):
         except typer.BadParameter as error:
             refused = _parser_error(error)
             if refused is None:
-                raise
+                _usage_error(ctx, error)
             _report(ctx, refused)
+        except typer.TyperException as error:  # typer's usage errors below the root
+            _usage_error(ctx, error)
+
+    def resolve_command(  # type: ignore[override]
+        self, ctx: typer.Context, args: list[str]
+    ) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if ctx.meta.get("json_errors") and not rest and getattr(command, "no_args_is_help", False):
+            # `rewind --json tenant`: typer would print the group's help to stdout
+            # while raising its usage error; a program that asked for JSON gets one.
+            _missing_command(f"{ctx.command_path} {name}")
+        return name, command, rest
 
 
 def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
-    """Print ``error`` as one line (one JSON line under ``--json``) and exit 1."""
+    """Print ``error`` as one line on stderr (one JSON line on stdout under
+    ``--json``) and exit 1."""
     if ctx.params.get("verbose"):
         render.stderr().print_exception(show_locals=False)
     if ctx.meta.get("json_errors"):
@@ -99,6 +119,28 @@ def _show_version(ctx: typer.Context, value: bool) -> None:
     else:
         render.say(f"rewind {__version__}")
     raise typer.Exit()
+
+
+def _usage_error(ctx: typer.Context, error: typer.TyperException) -> NoReturn:
+    """Under ``--json``, typer's usage error as one JSON line on stdout with its exit
+    code (2); otherwise re-raised for typer to print as it does."""
+    if not ctx.meta.get("json_errors"):
+        raise error
+    where = getattr(error, "ctx", None)
+    path = where.command_path if where is not None else "rewind"
+    if error.message == "Missing command.":  # `rewind --json`
+        _missing_command(path)
+    message = f"{error.format_message().rstrip('.')}; see `{path} -h`"
+    render.print_error_json(type(error).__name__, message)
+    raise typer.Exit(error.exit_code) from None
+
+
+def _missing_command(path: str) -> NoReturn:
+    """A group run without its command, under ``--json``: a usage error, exit 2."""
+    render.print_error_json(
+        "UsageError", f"missing command: {path} COMMAND; `{path} -h` lists them"
+    )
+    raise typer.Exit(EXIT_USAGE)
 
 
 def _parser_error(error: typer.BadParameter) -> RewindError | None:

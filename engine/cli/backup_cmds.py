@@ -88,7 +88,7 @@ def list_(ctx: typer.Context, uri: Uri) -> None:
     state = cli_state(ctx)
     entries = backups(uri)
     if state.json:
-        render.emit_json([e.__dict__ for e in entries])
+        render.emit_json([render.with_times(e.__dict__, "at_ts", "created_ts") for e in entries])
         return
     render.show(_backups_table(uri, entries))
     for e in entries:
@@ -121,7 +121,7 @@ def _backups_table(uri: str, entries: list[BackupEntry]) -> Table:
 @app.command("show")
 def show(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
     """Show a backup's manifest (without its file list)."""
-    render.emit_json(show_backup(uri, backup_id))
+    render.emit_json(render.with_times(show_backup(uri, backup_id), "at_ts", "created_ts"))
 
 
 @app.command("verify")

@@ -156,6 +156,7 @@ def gc_json(report: GcReport) -> dict[str, Any]:
                 "bytes": x.bytes,
                 "reason": x.reason,
                 "unreferenced_since": x.unreferenced_since,
+                "unreferenced_since_time": format_ts(x.unreferenced_since),
             }
             for x in c.candidates
         ],

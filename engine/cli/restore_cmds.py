@@ -52,7 +52,7 @@ from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
 from tenants.snapshots import snapshot_name
 from tenants.store import TableStore
-from tenants.times import starts_time
+from tenants.times import format_ts, starts_time
 
 
 def restore_tenant_cmd(
@@ -319,8 +319,12 @@ def history_cmd(
                     | {
                         "source_tenant_id": t.source_tenant_id,
                         "source_ts": t.source_ts,
+                        "source_time": None if t.source_ts is None else format_ts(t.source_ts),
                         "restore_job_id": t.restore_job_id,
                         "retain_until": t.retain_until,
+                        "retain_until_time": None
+                        if t.retain_until is None
+                        else format_ts(t.retain_until),
                     }
                     for t in hist.lineage
                 ],

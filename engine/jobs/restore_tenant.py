@@ -11,7 +11,7 @@ a batch job has nobody to ask). Global options (``--catalog``, ``--warehouse``,
 Spark, since a cluster is why one submits a job. The job runs on the master
 spark-submit gives it, ships Rewind's code to the executors and checks the
 workers before it starts (docs/cluster.md). spark-submit runs this driver's
-Python with its stderr joined to stdout, so ``--json`` errors arrive there.
+Python with its stderr joined to stdout, where ``--json`` errors are printed.
 
 The driver's S3 settings are built where the CLI builds them
 (:func:`engine.cli.context.warehouse_s3_settings`): the AWS variables,
