@@ -8,13 +8,16 @@ STAMP := $(VENV)/.installed
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 
-.PHONY: demo test test-deep bench bench-quick lint java clean dist
+.PHONY: venv demo test test-deep bench bench-quick lint java clean dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# .venv with Rewind installed: `. .venv/bin/activate` puts `rewind` on PATH (the README's tour).
+venv: $(STAMP)
 
 java:
 	@bash .ci/ensure-java
@@ -43,4 +46,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy tenants engine
 
 clean:
-	rm -rf $(VENV) dist .rewind .pytest_cache .hypothesis benchmarks/results/*.json
+	rm -rf $(VENV) dist .rewind .rewind-demo .pytest_cache .hypothesis benchmarks/results/*.json

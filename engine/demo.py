@@ -1,6 +1,6 @@
 """``make demo``: the whole story, through the ``rewind`` CLI, on real S3.
 
-An embedded moto S3 server and a fresh catalog in a temporary directory; a
+An embedded moto S3 server and a fresh catalog in ``.rewind-demo/``; a
 tenant ``acme`` with three tables (one with a composite key); a load, a
 manual and a scheduled snapshot; batches of inserts, updates and deletes; a
 compaction (so objects straddle the snapshot); a time-travel read; then an
@@ -11,12 +11,20 @@ only printing it, and exits non-zero if it does not hold.
 
 The demo is a list of small step functions over one :class:`Demo`, so later
 work (snapshots, restore) adds steps rather than rewriting it.
+
+The S3 server lives in memory and stops with the demo, so at the end its
+warehouse is copied to ``.rewind-demo/warehouse`` beside the catalog: with
+``REWIND_HOME=.rewind-demo`` every ``rewind`` command sees what the demo left
+(its tenant, snapshots, restores and retired tenant) on a ``file://``
+warehouse. Each run starts that directory afresh (``REWIND_DEMO_HOME`` moves
+it).
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -37,10 +45,13 @@ from engine.cli.app import main as rewind_main
 from engine.restore.history import commit_history
 from tenants.config import S3Settings
 from tenants.embedded_s3 import EmbeddedS3, embedded_s3
+from tenants.objectstore import open_object_store
 from tenants.store import TableStore
 
 TENANT = "acme"
 BUCKET = "rewind-demo"
+HOME = Path(".rewind-demo")  # under the clone (make demo runs at its root); REWIND_HOME for later
+KEPT = "made-by-make-demo"  # a file in HOME: the demo may start it afresh
 SNAPSHOT = "after_load"
 CITIES = ["Lisbon", "Oslo", "Osaka", "Lima", "Austin", "Accra", "Perth"]
 ITEMS = ["widget", "gadget", "sprocket", "gizmo", "doohickey"]
@@ -250,7 +261,7 @@ def step_plan(demo: Demo) -> None:
 
 def step_restore(demo: Demo) -> None:
     """Physical restore to the scheduled snapshot, in place, with full verification."""
-    demo.rewind("restore-tenant", TENANT, "--snapshot", demo.scheduled, "--verify", "full")
+    demo.rewind("restore-tenant", TENANT, "--snapshot", demo.scheduled, "--verify", "full", "--yes")
     demo.model = copy.deepcopy(demo.marks[demo.scheduled][1])
     demo.rewind("query", TENANT, "sales.orders", "--limit", "5")
     demo.rewind("history", TENANT)
@@ -286,7 +297,7 @@ def step_table_restore(demo: Demo) -> None:
     demo.upsert("inventory.stock", [{"sku": "sku-new", "on_hand": 5, "price": 1.5}])  # a good one
     demo.rewind("history", TENANT, "--commits", "--limit", "3")
     bad = commit_history(demo.store.catalog, TENANT, table="sales.orders", limit=1)[0].ts
-    demo.rewind("restore-table", TENANT, "sales.orders", "--before", str(bad))
+    demo.rewind("restore-table", TENANT, "sales.orders", "--before", str(bad), "--yes")
     demo.model["sales.orders"] = before  # inventory.stock keeps its later write
     demo.rewind("query", TENANT, "sales.orders", "--limit", "3")
 
@@ -310,10 +321,36 @@ STEPS: list[Callable[[Demo], None]] = [
 ]
 
 
-def run(console: Console, s3: EmbeddedS3, workdir: Path) -> None:
+def fresh_home(home: Path) -> Path:
+    """``home``, empty: made, or emptied if an earlier demo made it.
+
+    Raises:
+        DemoFailed: it holds something else; the demo does not delete it.
+    """
+    if home.exists() and any(home.iterdir()):
+        if not (home / KEPT).exists():
+            raise DemoFailed(f"{home} exists and was not made by the demo; move it away first")
+        shutil.rmtree(home)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / KEPT).write_text("`make demo` writes this directory afresh on every run\n")
+    return home.resolve()
+
+
+def keep_warehouse(store: TableStore, home: Path) -> int:
+    """Copy the demo's S3 warehouse to ``home/warehouse`` (a ``file://`` warehouse the
+    catalog beside it owns, marker included); returns the number of objects."""
+    kept = open_object_store(f"file://{home / 'warehouse'}")
+    count = 0
+    for info in store.objects.list(""):
+        kept.put(info.key, store.objects.get(info.key))
+        count += 1
+    return count
+
+
+def run(console: Console, s3: EmbeddedS3, workdir: Path, home: Path) -> None:
     s3.export_env()
     s3.create_bucket(BUCKET)
-    os.environ["REWIND_CATALOG"] = f"sqlite:///{workdir / 'catalog.db'}"
+    os.environ["REWIND_CATALOG"] = f"sqlite:///{home / 'catalog.db'}"
     os.environ["REWIND_WAREHOUSE"] = f"s3://{BUCKET}/warehouse"
     console.print(f"S3 endpoint {s3.endpoint_url} (moto server)", highlight=False)
     for name in ("REWIND_CATALOG", "REWIND_WAREHOUSE"):
@@ -327,16 +364,31 @@ def run(console: Console, s3: EmbeddedS3, workdir: Path) -> None:
             title = (step.__doc__ or step.__name__).strip().splitlines()[0]
             console.print(Text(f"\n{number}. {title}", style="bold magenta"))
             step(demo)
+        kept = keep_warehouse(store, home)
     finally:
         store.close()
+    console.print(
+        f"\nThe demo's tenant, snapshots and restores are kept in {home} (the catalog, "
+        f"and the S3 warehouse's {kept} objects copied to a file:// warehouse). Try:",
+        highlight=False,
+    )
+    for line in (
+        f"export REWIND_HOME={home}",
+        f"rewind history {TENANT}",
+        f"rewind snapshot list {TENANT}",
+        f"rewind query {TENANT} sales.orders --as-of {SNAPSHOT} --limit 5",
+        f"rewind restore-tenant {TENANT} --snapshot {SNAPSHOT} --to {TENANT}_then",
+    ):
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
 
 
 def main() -> int:
     console = render.stdout()
     started = time.monotonic()
     try:
+        home = fresh_home(Path(os.environ.get("REWIND_DEMO_HOME", HOME)))
         with embedded_s3() as s3, tempfile.TemporaryDirectory(prefix="rewind-demo-") as tmp:
-            run(console, s3, Path(tmp))
+            run(console, s3, Path(tmp), home)
     except DemoFailed as e:
         console.print(Text.assemble(("demo failed: ", "bold red"), str(e)))
         return 1

@@ -78,6 +78,11 @@ class CatalogUnavailable(TransientError):
     """
 
 
+class NotConfirmed(RewindError):
+    """A destructive command was not confirmed: no terminal to ask and no ``--yes``,
+    or the answer was no. Nothing was changed."""
+
+
 class CopyMismatch(RewindError):
     """A catalog copy's rows do not match its source's."""
 

@@ -107,17 +107,28 @@ def drop_snapshot(tx: Tx, tenant: TenantRecord, name: str) -> SnapshotRecord:
     return record
 
 
-def drop_snapshots(
+def matching_snapshots(
     tx: Tx, tenant: TenantRecord, *, older_than: int | None = None, kind: SnapshotKind | None = None
 ) -> list[SnapshotRecord]:
-    """Drop every snapshot with ts < ``older_than`` and/or of ``kind``."""
+    """The snapshots :func:`drop_snapshots` would drop: ts < ``older_than`` and/or of ``kind``.
+
+    Raises:
+        InvalidArgument: neither filter is given.
+    """
     if older_than is None and kind is None:
         raise InvalidArgument("give a snapshot name, or a filter (older than, kind) to drop many")
-    doomed = [
+    return [
         s
         for s in list_snapshots(tx, tenant)
         if (older_than is None or s.ts < older_than) and (kind is None or s.kind == kind)
     ]
+
+
+def drop_snapshots(
+    tx: Tx, tenant: TenantRecord, *, older_than: int | None = None, kind: SnapshotKind | None = None
+) -> list[SnapshotRecord]:
+    """Drop every snapshot with ts < ``older_than`` and/or of ``kind``."""
+    doomed = matching_snapshots(tx, tenant, older_than=older_than, kind=kind)
     for record in doomed:
         delete_snapshot(tx, tenant.id, record.name)
     return doomed

@@ -563,6 +563,7 @@ def test_tenant_purge_discards_a_staging_tenant_a_killed_backup_restore_left(
             "tenant",
             "purge",
             f"back@{staging_id}",
+            "--yes",
         ],
     )
 

@@ -134,6 +134,7 @@ def test_cli_copy_prints_one_json_document_and_refuses_the_same_uri(
     assert all(t["verified"] for t in report["tables"])
     again = runner.invoke(app, ["--json", "catalog", "copy", uri, pg])
     assert again.exit_code == 1
-    assert json.loads(again.stderr)["error"]["type"] == "InvalidArgument"
+    assert json.loads(again.stdout)["error"]["type"] == "InvalidArgument"
+    assert again.stderr == ""
     same = runner.invoke(app, ["catalog", "copy", uri, uri])
     assert same.exit_code == 1 and "same catalog" in same.stderr

@@ -105,7 +105,7 @@ def test_tenant_create_list_and_drop_round_trip(rewind: Rewind) -> None:
     ]
     assert listed[0]["created"] == format_ts(listed[0]["created_ts"])
 
-    ok(rewind("tenant", "drop", "globex"))
+    ok(rewind("tenant", "drop", "globex", "--yes"))
     assert [t["name"] for t in as_json(rewind("--json", "tenant", "list"))] == ["acme"]
     everything = as_json(rewind("--json", "tenant", "list", "--all"))
     dropped = next(t for t in everything if t["name"] == "globex")
@@ -340,7 +340,7 @@ def test_usage_errors_keep_typers_exit_code_2(rewind: Rewind) -> None:
 
 
 def test_verbose_adds_the_traceback_before_the_message(rewind: Rewind) -> None:
-    result = rewind("--verbose", "tenant", "drop", "ghost")
+    result = rewind("--verbose", "tenant", "drop", "ghost", "--yes")
     assert result.exit_code == 1
     assert "Traceback" in result.stderr and "NotFound" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: tenant 'ghost' does not exist")
@@ -351,7 +351,7 @@ def test_main_entry_point_exits_1_on_a_rewind_error(
 ) -> None:
     catalog, warehouse = uris
     with pytest.raises(SystemExit) as exit_info:
-        main(["--catalog", catalog, "--warehouse", warehouse, "tenant", "drop", "ghost"])
+        main(["--catalog", catalog, "--warehouse", warehouse, "tenant", "drop", "ghost", "--yes"])
     assert exit_info.value.code == 1
     assert capsys.readouterr().err.startswith("error: tenant 'ghost' does not exist")
 

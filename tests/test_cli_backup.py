@@ -106,7 +106,7 @@ def test_backup_create_list_show_verify_delete_round_trip(
     assert f"({kind}) of acme at sun written to {dest_uri}" in text
     assert len(as_json(rewind("--json", "backup", "list", dest_uri))) == 2
 
-    deleted = as_json(rewind("--json", "backup", "delete", dest_uri, backup_id))
+    deleted = as_json(rewind("--json", "backup", "delete", dest_uri, backup_id, "--yes"))
     assert deleted["backup_id"] == backup_id and deleted["deleted_files"] > 0
     assert backup_id not in {
         e["backup_id"] for e in as_json(rewind("--json", "backup", "list", dest_uri))
@@ -205,7 +205,9 @@ def test_restore_tenant_method_logical_clones_and_restores_in_place(
     assert (clone.get("method"), job.get("method")) == ("logical", "logical")
 
     old = api.tenant("acme")
-    text = ok(rewind("restore-tenant", "acme", "--snapshot", "mon", "--method", "logical")).stdout
+    text = ok(
+        rewind("restore-tenant", "acme", "--snapshot", "mon", "--method", "logical", "--yes")
+    ).stdout
     assert "done" in text
     assert reads(api, "acme") == AT_MON
     assert api.tenant(old.ref).state == "dropped"
@@ -262,7 +264,7 @@ def test_unknown_backup_id_exits_1_with_a_one_line_message(
     args = (
         ["backup", "restore", "--from", dest_uri, "--backup", "nope", "--tenant", "z"]
         if command == "restore"
-        else ["backup", command, dest_uri, "nope"]
+        else ["backup", command, dest_uri, "nope", *(["--yes"] * (command == "delete"))]
     )
     result = rewind(*args)
     assert result.exit_code == 1, result.output

@@ -392,10 +392,10 @@ def test_an_error_under_json_is_one_json_line_and_changes_nothing(
     rewind: Rewind, where: str
 ) -> None:
     ok(rewind("tenant", "create", "acme"))
-    args = ["restore-tenant", "acme", "--snapshot", "nope"]
+    args = ["restore-tenant", "acme", "--snapshot", "nope", "--yes"]
     result = rewind("--json", *args) if where == "global" else rewind(*args, "--json")
     assert result.exit_code == 1, result.output
-    [line] = result.stderr.strip().splitlines()
+    [line] = result.stdout.strip().splitlines()
     error = json.loads(line)["error"]
     assert error["type"] == "NotFound" and "nope" in error["message"]
-    assert result.stdout.strip() == ""
+    assert result.stderr.strip() == ""

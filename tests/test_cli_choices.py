@@ -169,8 +169,8 @@ def test_a_bad_choice_under_json_is_one_json_error_line(
     result = rewind("--json", *RESTORE_TENANT, "--verify", "all")
 
     assert result.exit_code == 1, result.output
-    assert result.stdout == ""
-    [line] = result.stderr.splitlines()
+    assert result.stderr == ""
+    [line] = result.stdout.splitlines()
     assert json.loads(line) == {
         "error": {
             "type": "InvalidArgument",

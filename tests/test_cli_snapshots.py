@@ -174,15 +174,16 @@ def test_snapshot_drop_by_name_by_kind_and_older_than(
         create_snapshot(tx, active_tenant(tx, "acme"), "auto-20260101T000000Z", kind="scheduled")
     assert snapshot_names(rewind) == ["a", "b", "c", "auto-20260101T000000Z"]
 
-    dropped = as_json(rewind("--json", "snapshot", "drop", "acme", "a"))
+    dropped = as_json(rewind("--json", "snapshot", "drop", "acme", "a", "--yes"))
     assert [s["name"] for s in dropped["dropped"]] == ["a"]
-    text = ok(rewind("snapshot", "drop", "acme", "--kind", "scheduled")).stdout
+    text = ok(rewind("snapshot", "drop", "acme", "--kind", "scheduled", "-y")).stdout
     assert "dropped 1 snapshot(s) of acme: auto-20260101T000000Z" in text
     assert snapshot_names(rewind) == ["b", "c"]
 
-    assert "nothing dropped" in ok(rewind("snapshot", "drop", "acme", "--older-than", "1d")).stdout
+    dropped_none = ok(rewind("snapshot", "drop", "acme", "--older-than", "1d", "--yes")).stdout
+    assert "nothing dropped" in dropped_none
     assert snapshot_names(rewind) == ["b", "c"]
-    dropped = as_json(rewind("--json", "snapshot", "drop", "acme", "--older-than", "1us"))
+    dropped = as_json(rewind("--json", "snapshot", "drop", "acme", "--older-than", "1us", "--yes"))
     assert [s["name"] for s in dropped["dropped"]] == ["b", "c"]
     assert snapshot_names(rewind) == []
 
@@ -209,8 +210,10 @@ def test_snapshot_list_shows_snapshots_kept_in_the_retired_tenant_after_a_restor
     shown = as_json(rewind("--json", "snapshot", "show", "acme", "wed"))
     assert shown["lives_in"]["tenant"] == old.ref
     assert ids(rewind) == [1, 2] and ids(rewind, "--as-of", "wed") == [1, 2, 3]
-    failed(rewind("snapshot", "drop", "acme", "wed"), f"lives in the retired tenant {old.ref}")
-    ok(rewind("snapshot", "drop", old.ref, "wed"))
+    failed(
+        rewind("snapshot", "drop", "acme", "wed", "--yes"), f"lives in the retired tenant {old.ref}"
+    )
+    ok(rewind("snapshot", "drop", old.ref, "wed", "--yes"))
     assert snapshot_names(rewind) == ["mon"]
 
 
@@ -412,7 +415,10 @@ BAD_INPUTS: dict[str, tuple[list[str], str]] = {
         "is in the future",
     ),
     "unknown_snapshot_show": (["snapshot", "show", "acme", "tuesday"], "no snapshot 'tuesday'"),
-    "unknown_snapshot_drop": (["snapshot", "drop", "acme", "tuesday"], "no snapshot 'tuesday'"),
+    "unknown_snapshot_drop": (
+        ["snapshot", "drop", "acme", "tuesday", "--yes"],
+        "no snapshot 'tuesday'",
+    ),
     "unknown_snapshot_as_of": (
         ["query", "acme", TABLE, "--as-of", "tuesday"],
         "no snapshot 'tuesday'",

@@ -46,7 +46,9 @@ def test_find_the_bad_commit_and_restore_the_table_to_just_before_it(
         rewind("restore-table", "acme", "shop.orders", "--before", bad["ts"], "--dry-run", "--json")
     )
     assert plan["scope"] == "table" and plan["totals"]["reuse"]["objects"] >= 1
-    done = as_json(rewind("restore-table", "acme", "shop.orders", "--before", bad["ts"], "--json"))
+    done = as_json(
+        rewind("restore-table", "acme", "shop.orders", "--before", bad["ts"], "--json", "--yes")
+    )
     assert done["scope"] == "table" and done["tables"] == ["shop.orders"]
     assert [r["id"] for r in rows_of(rewind, "acme", "shop.orders")] == [1, 2, 3]
     assert [r["id"] for r in rows_of(rewind, "acme", "shop.users")] == [1, 2, 3, 4]
@@ -56,7 +58,7 @@ def test_find_the_bad_commit_and_restore_the_table_to_just_before_it(
     assert jobs[0]["scope"] == "table" and jobs[0]["state"] == "done"
     # undo: just before the restore's own commit (the PITR window covers it)
     undo = as_json(rewind("history", "acme", "--commits", "--json"))[0]["ts"]
-    ok(rewind("restore-table", "acme", "shop.orders", "--before", undo))
+    ok(rewind("restore-table", "acme", "shop.orders", "--before", undo, "--yes"))
     assert [r["id"] for r in rows_of(rewind, "acme", "shop.orders")] == [3]
 
 

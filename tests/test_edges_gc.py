@@ -611,7 +611,7 @@ def test_the_cli_reports_damaged_objects_finishes_the_rest_and_exits_3(
     runner = CliRunner()
     base = ["--catalog", store.catalog.uri, "--warehouse", warehouse_of(store)]
 
-    gc = runner.invoke(app, [*base, "--json", "gc"])
+    gc = runner.invoke(app, [*base, "--json", "gc", "--yes"])
     assert gc.exit_code == EXIT_DAMAGED, gc.output
     out = json.loads(gc.stdout)
     assert [(d["tenant"], d["table"], d["key"]) for d in out["damaged"]] == [

@@ -1,13 +1,16 @@
 """The root ``rewind`` command: global options, sub-commands and error mapping.
 
 :class:`RewindGroup` is the one place where a :class:`~tenants.errors.RewindError`
-becomes a one-line red message on stderr (one JSON line under ``--json``) and
-exit code 1, and so does one an option's parser raises while typer parses the
-command line (a bad ``--executor``: engine.cli.choices). It sits in the root
-command's ``invoke`` rather than in :func:`main`, so the console script, the
-demo and ``typer.testing.CliRunner`` all get the same behaviour. Usage errors
-(a missing argument, an unknown option) are typer's and keep its exit code 2;
-any other exception is a bug and shows typer's traceback.
+becomes a one-line red message on stderr (under ``--json``, one JSON object on
+stdout, where a program reads the result) and exit code 1, and so does one an
+option's parser raises while typer parses the command line (a bad
+``--executor``: engine.cli.choices). It sits in the root command's
+``parse_args`` and ``invoke`` rather than in :func:`main`, so the console
+script, the demo and ``typer.testing.CliRunner`` all get the same behaviour.
+Usage errors (a missing argument, an unknown option) keep typer's exit code 2
+and, without ``--json``, its boxed message on stderr; under ``--json`` they are
+one JSON object on stdout too. Any other exception is a bug and shows typer's
+traceback.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from engine.cli import (
     backup_cmds,
@@ -34,20 +37,26 @@ from engine.cli import (
     tenant_cmds,
 )
 from engine.cli.context import CliState
+from tenants import __version__
 from tenants.errors import RewindError
 from tenants.spark_session import request_master
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2  # typer's, for a usage error
 
 
 class RewindGroup(TyperGroup):
     """The root command; maps every ``RewindError`` raised below it (by an option's
-    parser too) to exit 1."""
+    parser too) to exit 1 and, under ``--json``, typer's usage errors to JSON (exit 2)."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         # --json is global, and some commands take it too: either asks for JSON errors.
         ctx.meta["json_errors"] = "--json" in args
-        return super().parse_args(ctx, args)
+        _bare_flags(self, ctx)
+        try:
+            return super().parse_args(ctx, args)
+        except typer.TyperException as error:  # an unknown root option, say
+            _usage_error(ctx, error)
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
@@ -57,12 +66,25 @@ class RewindGroup(TyperGroup):
         except typer.BadParameter as error:
             refused = _parser_error(error)
             if refused is None:
-                raise
+                _usage_error(ctx, error)
             _report(ctx, refused)
+        except typer.TyperException as error:  # typer's usage errors below the root
+            _usage_error(ctx, error)
+
+    def resolve_command(  # type: ignore[override]
+        self, ctx: typer.Context, args: list[str]
+    ) -> tuple[str | None, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if ctx.meta.get("json_errors") and not rest and getattr(command, "no_args_is_help", False):
+            # `rewind --json tenant`: typer would print the group's help to stdout
+            # while raising its usage error; a program that asked for JSON gets one.
+            _missing_command(f"{ctx.command_path} {name}")
+        return name, command, rest
 
 
 def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
-    """Print ``error`` as one line (one JSON line under ``--json``) and exit 1."""
+    """Print ``error`` as one line on stderr (one JSON line on stdout under
+    ``--json``) and exit 1."""
     if ctx.params.get("verbose"):
         render.stderr().print_exception(show_locals=False)
     if ctx.meta.get("json_errors"):
@@ -70,6 +92,55 @@ def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
     else:
         render.print_error(error.message)
     raise typer.Exit(EXIT_ERROR) from None
+
+
+def _bare_flags(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
+    """Show every flag of ``command`` and the commands below it without a value
+    placeholder: ``--dry-run``, not ``--dry-run <bool>``.
+
+    typer's help shows each option's type, a flag's too, as if it took a value.
+    An empty metavar shows nothing. The help option is made per command on
+    first use, from the root context's names (``-h``, ``--help``), so this runs
+    with the root context, before any help can be printed.
+    """
+    for param in command.get_params(ctx):
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _bare_flags(sub, ctx)
+
+
+def _show_version(ctx: typer.Context, value: bool) -> None:
+    """``--version``: ``rewind 0.1.0`` (a JSON object under ``--json``), then exit."""
+    if not value or ctx.resilient_parsing:
+        return
+    if ctx.meta.get("json_errors"):
+        render.emit_json({"name": "rewind", "version": __version__})
+    else:
+        render.say(f"rewind {__version__}")
+    raise typer.Exit()
+
+
+def _usage_error(ctx: typer.Context, error: typer.TyperException) -> NoReturn:
+    """Under ``--json``, typer's usage error as one JSON line on stdout with its exit
+    code (2); otherwise re-raised for typer to print as it does."""
+    if not ctx.meta.get("json_errors"):
+        raise error
+    where = getattr(error, "ctx", None)
+    path = where.command_path if where is not None else "rewind"
+    if error.message == "Missing command.":  # `rewind --json`
+        _missing_command(path)
+    message = f"{error.format_message().rstrip('.')}; see `{path} -h`"
+    render.print_error_json(type(error).__name__, message)
+    raise typer.Exit(error.exit_code) from None
+
+
+def _missing_command(path: str) -> NoReturn:
+    """A group run without its command, under ``--json``: a usage error, exit 2."""
+    render.print_error_json(
+        "UsageError", f"missing command: {path} COMMAND; `{path} -h` lists them"
+    )
+    raise typer.Exit(EXIT_USAGE)
 
 
 def _parser_error(error: typer.BadParameter) -> RewindError | None:
@@ -94,9 +165,10 @@ def _parser_error(error: typer.BadParameter) -> RewindError | None:
 app = typer.Typer(
     cls=RewindGroup,
     name="rewind",
-    help="Rewind: a multi-tenant table store on S3, with point-in-time reads.",
+    help="Rewind: a multi-tenant table store on S3, with point-in-time reads.\n\n"
+    "Start with `rewind tenant create NAME`; every command takes -h for its help and examples.",
     no_args_is_help=True,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     # Locals can hold credentials (S3 settings); never print them.
     pretty_exceptions_show_locals=False,
 )
@@ -162,6 +234,16 @@ def root(
     ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            expose_value=False,
+            help="Print the version and exit.",
+        ),
     ] = False,
 ) -> None:
     """Rewind: a multi-tenant table store on S3, with point-in-time reads."""

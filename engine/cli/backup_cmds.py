@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.console import RenderableType
 from rich.table import Table
 
 from engine.backup.api import (
@@ -15,8 +16,10 @@ from engine.backup.api import (
     show_backup,
     verify_backup,
 )
+from engine.backup.destination import BackupEntry
 from engine.cli import render
 from engine.cli.choices import BackupKindOption
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.restore_render import human_bytes
 from tenants.errors import NotFound
@@ -34,13 +37,20 @@ Uri = Annotated[
         metavar="URI", help="Backup destination, e.g. s3://other-bucket/prefix.", show_default=False
     ),
 ]
-BackupId = Annotated[str, typer.Argument(metavar="BACKUP_ID", show_default=False)]
+BackupId = Annotated[
+    str,
+    typer.Argument(
+        metavar="BACKUP_ID", help="A backup id, from `rewind backup list URI`.", show_default=False
+    ),
+]
 
 
 @app.command("create")
 def create(
     ctx: typer.Context,
-    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    tenant: Annotated[
+        str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
+    ],
     snapshot: Annotated[
         str,
         typer.Option(
@@ -54,7 +64,11 @@ def create(
     ],
     kind: BackupKindOption = "physical",
 ) -> None:
-    """Back up a tenant as of a snapshot to another bucket or directory."""
+    """Back up a tenant as of a snapshot to another bucket or directory.
+
+    Example:
+      rewind backup create acme --snapshot mon --to s3://backups/rewind
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     result = create_backup(state.store(), tenant, snapshot, to, kind=kind)
@@ -74,8 +88,15 @@ def list_(ctx: typer.Context, uri: Uri) -> None:
     state = cli_state(ctx)
     entries = backups(uri)
     if state.json:
-        render.emit_json([e.__dict__ for e in entries])
+        render.emit_json([render.with_times(e.__dict__, "at_ts", "created_ts") for e in entries])
         return
+    render.show(_backups_table(uri, entries))
+    for e in entries:
+        if e.problem:
+            render.warn(e.problem)
+
+
+def _backups_table(uri: str, entries: list[BackupEntry]) -> Table:
     table = Table(title=f"backups at {uri}", caption=f"{len(entries)} backup(s)")
     for col in ("id", "kind", "tenant", "at", "ts", "created", "bytes", "complete"):
         table.add_column(col, overflow="fold")
@@ -94,16 +115,13 @@ def list_(ctx: typer.Context, uri: Uri) -> None:
             if e.problem
             else "NO (no manifest; delete it)",
         )
-    render.show(table)
-    for e in entries:
-        if e.problem:
-            render.warn(e.problem)
+    return table
 
 
 @app.command("show")
 def show(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
     """Show a backup's manifest (without its file list)."""
-    render.emit_json(show_backup(uri, backup_id))
+    render.emit_json(render.with_times(show_backup(uri, backup_id), "at_ts", "created_ts"))
 
 
 @app.command("verify")
@@ -118,9 +136,17 @@ def verify(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
 
 
 @app.command("delete")
-def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
+def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId, yes: YesOption = False) -> None:
     """Delete a backup (objects other backups still use are kept)."""
     state = cli_state(ctx)
+
+    def plan() -> list[RenderableType]:
+        entry = [e for e in backups(uri) if e.backup_id == backup_id]
+        if not entry:
+            raise NotFound(f"no backup {backup_id} at {uri}")
+        return [_backups_table(uri, entry)]
+
+    confirm(f"delete backup {backup_id} at {uri}", yes=yes, as_json=state.json, plan=plan)
     deleted = delete_backup(uri, backup_id)
     if state.json:
         render.emit_json({"backup_id": backup_id, "deleted_files": deleted})

@@ -20,16 +20,28 @@ from tenants.errors import CopyMismatch, InvalidArgument
 
 app = typer.Typer(help="Copy a catalog to another backend.", no_args_is_help=True)
 
-Uri = Annotated[str, typer.Argument(show_default=False)]
+Source = Annotated[
+    str, typer.Argument(metavar="SOURCE", help="The catalog to copy.", show_default=False)
+]
+Destination = Annotated[
+    str,
+    typer.Argument(
+        metavar="DESTINATION",
+        help="A new, empty catalog (its database exists).",
+        show_default=False,
+    ),
+]
 
 
 @app.command("copy")
-def copy(ctx: typer.Context, source: Uri, destination: Uri) -> None:
+def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
     """Copy every row of the SOURCE catalog into the new, empty DESTINATION and verify it.
 
-    For example `rewind catalog copy sqlite:///.rewind/catalog.db
-    postgresql://rewind@db.internal:5432/rewind`. Stop writers first: the copy
-    reads one consistent state of the source, and later commits are not in it.
+    Stop writers first: the copy reads one consistent state of the source,
+    and later commits are not in it.
+
+    Example:
+      rewind catalog copy sqlite:///.rewind/catalog.db postgresql://rewind@db.internal:5432/rewind
     """
     state = cli_state(ctx)
     if source == destination:

@@ -224,7 +224,14 @@ def _schema(store: TableStore, tenant: str, database: str, table: str) -> TableS
 
 
 def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -> None:
-    """Upsert every row of FILE into the table, in one commit (streamed: any size)."""
+    """Upsert every row of FILE into the table, in one commit (streamed: any size).
+
+    A CSV file has a header naming the table's columns; a row whose key is
+    already there replaces it.
+
+    Example:
+      rewind load acme shop.orders examples/orders.csv
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
@@ -260,7 +267,14 @@ def delete(
         ),
     ],
 ) -> None:
-    """Delete the rows whose primary keys are listed in a file, in one commit."""
+    """Delete the rows whose primary keys are listed in a file, in one commit.
+
+    The file holds the key columns only (a CSV file: a header, then one key
+    per row); keys that are not there are counted and skipped.
+
+    Example:
+      rewind delete acme shop.orders --keys examples/oops.csv
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
@@ -324,7 +338,12 @@ def query(
         typer.Option("--to", help="Last key to show (inclusive), as --from.", show_default=False),
     ] = None,
 ) -> None:
-    """Print the table's visible rows, sorted by primary key."""
+    """Print the table's visible rows, sorted by primary key, now or as of a time.
+
+    Examples:
+      rewind query acme shop.orders
+      rewind query acme shop.orders --as-of mon --limit 10
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
@@ -369,7 +388,7 @@ def compact(
     table: Annotated[
         str | None,
         typer.Argument(
-            metavar="[DB.TABLE]", help="One table (default: every table).", show_default=False
+            metavar="DB.TABLE", help="One table (default: every table).", show_default=False
         ),
     ] = None,
     target_mb: Annotated[

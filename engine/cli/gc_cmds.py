@@ -14,11 +14,12 @@ import typer
 from rich.table import Table
 
 from engine.cli import render
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.restore_render import human_bytes
 from engine.gc.collect import DEFAULT_GRACE_US
 from engine.gc.reclaim import DEFAULT_THRESHOLD, DamagedObject
-from engine.gc.run import GcReport, run_gc
+from engine.gc.run import GcReport, check_gc_args, run_gc
 from engine.gc.storage import storage
 from tenants.errors import InvalidArgument
 from tenants.times import format_duration, format_ts, parse_duration
@@ -53,21 +54,48 @@ def gc_cmd(
             help="Full-compact a table when this fraction of its rows is reclaimable.",
         ),
     ] = DEFAULT_THRESHOLD,
+    yes: YesOption = False,
 ) -> None:
-    """Collect garbage: expired tenants, versions no protected time needs, unreferenced objects, orphans."""
+    """Collect garbage: expired tenants, versions no protected time needs, unreferenced objects, orphans.
+
+    Without --dry-run it asks first at a terminal, showing what a dry run would
+    delete; elsewhere (cron, scripts) it needs --yes.
+
+    Examples:
+      rewind gc --dry-run
+      rewind gc --yes
+    """
     state = cli_state(ctx)
     if not 0 <= threshold <= 1:  # also refuses nan
         raise InvalidArgument(f"invalid --threshold {threshold}: use a fraction from 0 to 1")
     grace_us = 0 if grace.strip() in ("0", "0s") else parse_duration(grace)
-    report = run_gc(
-        state.store(),
-        dry_run=dry_run,
+    orphan_grace_us = 0 if orphan_grace.strip() in ("0", "0s") else parse_duration(orphan_grace)
+    check_gc_args(
         grace_us=grace_us,
+        orphan_grace_us=orphan_grace_us,
         allow_short_grace=allow_short_grace,
-        compact=not no_compact,
-        orphan_grace_us=0 if orphan_grace.strip() in ("0", "0s") else parse_duration(orphan_grace),
         threshold=threshold,
     )
+
+    def gc(dry_run: bool) -> GcReport:
+        return run_gc(
+            state.store(),
+            dry_run=dry_run,
+            grace_us=grace_us,
+            allow_short_grace=allow_short_grace,
+            compact=not no_compact,
+            orphan_grace_us=orphan_grace_us,
+            threshold=threshold,
+        )
+
+    if not dry_run:
+        confirm(
+            "run gc and delete what it collects",
+            yes=yes,
+            as_json=state.json,
+            plan=lambda: gc_summary(gc(dry_run=True)),
+        )
+    report = gc(dry_run)
     if state.json:
         render.emit_json(gc_json(report))
     else:
@@ -128,6 +156,7 @@ def gc_json(report: GcReport) -> dict[str, Any]:
                 "bytes": x.bytes,
                 "reason": x.reason,
                 "unreferenced_since": x.unreferenced_since,
+                "unreferenced_since_time": format_ts(x.unreferenced_since),
             }
             for x in c.candidates
         ],
@@ -152,6 +181,22 @@ def gc_json(report: GcReport) -> dict[str, Any]:
         "damaged": damaged_json(report.damaged),
         "seconds": report.seconds,
     }
+
+
+def gc_summary(report: GcReport) -> list[str]:
+    """A dry run's findings in counts: the plan shown before ``rewind gc`` asks."""
+    c = report.collected
+    objects = len(c.candidates) + len(report.orphans.orphans)
+    size = sum(x.bytes for x in c.candidates) + report.orphans.orphan_bytes
+    reclaimable = [r for r in report.reclaimable if r.reclaimable_rows]
+    return [
+        f"a dry run would delete {objects} object(s), {human_bytes(size)} "
+        f"({len(report.orphans.orphans)} of them orphans), purge "
+        f"{len(c.purged)} retired tenant(s) whose retention ended, abort or remove "
+        f"{len(report.partial.stale)} incomplete write(s), and finds {len(reclaimable)} "
+        "table(s) holding versions no protected time needs (full-compacted past --threshold)",
+        "`rewind gc --dry-run` lists them",
+    ]
 
 
 def _print_gc(report: GcReport) -> None:
@@ -223,7 +268,9 @@ def _print_gc(report: GcReport) -> None:
 
 def storage_cmd(
     ctx: typer.Context,
-    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    tenant: Annotated[
+        str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
+    ],
 ) -> None:
     """Bytes a tenant holds: live, held only by snapshots/PITR, and shared with other tenants."""
     state = cli_state(ctx)

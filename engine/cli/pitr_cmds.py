@@ -1,4 +1,4 @@
-"""``rewind pitr set|show``: the tenant's point-in-time-recovery window.
+"""``rewind pitr set|show``: the tenant's point-in-time recovery (PITR) window.
 
 A window protects every time inside it, but never a time before the window
 was switched on (or grown): Rewind does not claim history that compaction may
@@ -16,7 +16,7 @@ from engine.cli import render, snapshot_render
 from engine.cli.context import cli_state, tenant_arg
 from tenants.times import format_duration, format_ts, parse_duration
 
-app = typer.Typer(help="Set and show point-in-time-recovery windows.", no_args_is_help=True)
+app = typer.Typer(help="Set and show point-in-time recovery (PITR) windows.", no_args_is_help=True)
 
 Tenant = Annotated[str, typer.Argument(metavar="TENANT", help="Tenant name.", show_default=False)]
 OFF = "off"

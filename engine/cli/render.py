@@ -58,6 +58,17 @@ def show(renderable: RenderableType) -> None:
     stdout().print(renderable)
 
 
+def show_all(parts: Iterable[RenderableType], console: Console | None = None) -> None:
+    """Print tables and lines in turn (stdout by default): a string as :func:`say`
+    prints it, anything else as :func:`show` does."""
+    console = console or stdout()
+    for part in parts:
+        if isinstance(part, str):
+            console.print(Text(part), soft_wrap=True)
+        else:
+            console.print(part)
+
+
 def say(message: str) -> None:
     """One plain line on stdout (no markup, no wrapping)."""
     stdout().print(Text(message), soft_wrap=True)
@@ -74,13 +85,14 @@ def print_error(message: str) -> None:
 
 
 def print_error_json(kind: str, message: str) -> None:
-    """The error as one JSON line on stderr, for ``--json``: ``{"error": {"type", "message"}}``.
+    """The error as one JSON line on stdout, for ``--json``: ``{"error": {"type", "message"}}``.
 
-    stderr, like the text form: stdout carries only a command's results, so a
-    pipeline never mistakes an error for output; the exit status says which.
+    stdout, unlike the text form: under ``--json`` a program reads stdout and
+    gets exactly one JSON object whatever happened, a result or an error; the
+    exit status says which.
     """
     one_line = " ".join(message.split())
-    print(json_text({"error": {"type": kind, "message": one_line}}), file=sys.stderr)
+    print(json_text({"error": {"type": kind, "message": one_line}}), file=sys.stdout, flush=True)
 
 
 def warn(message: str) -> None:
@@ -193,7 +205,22 @@ def table_json(table: TableRecord) -> dict[str, Any]:
 
 
 def object_json(table: str, record: ObjectRecord) -> dict[str, Any]:
-    return {"table": table, **record.to_json()}
+    return {
+        "table": table,
+        **record.to_json(),
+        "min_time": format_ts(record.min_ts),
+        "max_time": format_ts(record.max_ts),
+        "created": format_ts(record.created_ts),
+    }
+
+
+def with_times(value: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``value`` with the ISO-8601 time beside each raw ts ``keys`` names
+    (``at_ts`` → ``at``, ``created_ts`` → ``created``; None stays None)."""
+    times = {
+        k.removesuffix("_ts"): None if value.get(k) is None else format_ts(value[k]) for k in keys
+    }
+    return value | times
 
 
 def write_json(tenant: str, table: str, result: WriteResult) -> dict[str, Any]:

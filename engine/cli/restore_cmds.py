@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 import typer
+from rich.console import RenderableType
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -22,6 +23,7 @@ from rich.progress import (
 
 from engine.cli import render
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, instant_arg, table_arg, tenant_arg
 from engine.cli.restore_render import (
     commit_json,
@@ -34,7 +36,7 @@ from engine.cli.restore_render import (
     plan_table,
 )
 from engine.executors.base import decide_executor
-from engine.pipeline import RewriteResult
+from engine.pipeline import ExecutorChoice, RestorePlan, RewriteResult
 from engine.restore.history import before_commit, commit_history
 from engine.restore.history import history as load_history
 from engine.restore.job import (
@@ -50,13 +52,16 @@ from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
 from tenants.snapshots import snapshot_name
 from tenants.store import TableStore
-from tenants.times import starts_time
+from tenants.times import format_ts, starts_time
 
 
 def restore_tenant_cmd(
     ctx: typer.Context,
     tenant: Annotated[
-        str, typer.Argument(help="Tenant to restore (name, or name@id).", show_default=False)
+        str,
+        typer.Argument(
+            metavar="TENANT", help="Tenant to restore (name, or name@id).", show_default=False
+        ),
     ],
     snapshot: Annotated[
         str | None,
@@ -85,6 +90,7 @@ def restore_tenant_cmd(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
+    yes: YesOption = False,
     executor: ExecutorOption = "auto",
     verify: VerifyOption = "objects",
     method: MethodOption = "auto",
@@ -105,11 +111,15 @@ def restore_tenant_cmd(
         bool, typer.Option("--json", help="Print machine-readable JSON.")
     ] = False,
 ) -> None:
-    """Restore a tenant to a snapshot or protected time, physically.
+    """Restore a tenant to a snapshot or protected time.
 
-    Objects wholly inside the snapshot are reused without copying; only objects
-    that straddle it are rewritten. One catalog transaction installs the new
-    tenant; in place, the old one is retired (kept, undoable).
+    Physically, objects wholly inside the snapshot are reused without copying;
+    only objects that straddle it are rewritten. One catalog transaction
+    installs the new tenant; in place, the old one is retired (kept, undoable).
+
+    Examples:
+      rewind restore-tenant acme --snapshot mon --dry-run
+      rewind restore-tenant acme --snapshot mon --to acme_mon
     """
     state = cli_state(ctx)
     as_json = json_output or state.json
@@ -127,19 +137,40 @@ def restore_tenant_cmd(
         snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
     )
     store = state.store()
-    if dry_run:
+
+    def planned() -> tuple[RestorePlan, ExecutorChoice, str, str]:
         plan = plan_restore(store.catalog, tenant, point, to=to)
         chosen = decide_executor(executor, plan.totals()["rewrite"][1])
-        how, why = choose_method(method, plan)
+        return (plan, chosen, *choose_method(method, plan))
+
+    def plan_view() -> list[RenderableType]:
+        """What --dry-run prints: the plan table and how the method was chosen."""
+        plan, chosen, _, why = planned()
+        return [plan_table(plan, chosen.name, chosen.reason), f"method {why}"]
+
+    def question_plan() -> list[RenderableType]:
+        return [
+            *plan_view(),
+            f"the current tenant {tenant} is retired, not deleted: `rewind tenant undrop` or "
+            "another restore brings it back while it is retained",
+        ]
+
+    if dry_run:
         if as_json:
+            plan, chosen, how, why = planned()
             render.emit_json(
                 plan_json(plan, chosen.name, chosen.reason) | {"method": how, "method_reason": why}
             )
         else:
-            render.show(plan_table(plan, chosen.name, chosen.reason))
-            render.say(f"method {why}")
-            render.say("dry run: nothing was changed")
+            render.show_all([*plan_view(), "dry run: nothing was changed"])
         return
+    if to is None:  # in place: the live tenant is replaced (and retired, undoable)
+        confirm(
+            f"replace tenant {tenant} with its state at {point_words(snapshot, at, before)}",
+            yes=yes,
+            as_json=as_json,
+            plan=question_plan,
+        )
     with progress_bar(as_json) as report:
         outcome = restore_tenant(
             store,
@@ -222,7 +253,9 @@ class progress_bar:
 
 def history_cmd(
     ctx: typer.Context,
-    tenant: Annotated[str, typer.Argument(help="Tenant name (or name@id).", show_default=False)],
+    tenant: Annotated[
+        str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
+    ],
     commits: Annotated[
         bool,
         typer.Option(
@@ -238,26 +271,47 @@ def history_cmd(
     limit: Annotated[
         int, typer.Option("--limit", min=1, help="With --commits: how many to list.")
     ] = 50,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="With --commits: print only each commit's ts, one a line (for scripts: "
+            "TS=$(rewind history acme --commits --limit 1 -q)).",
+        ),
+    ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
     ] = False,
 ) -> None:
-    """Show a tenant's lineage (restores, retired ids) and its restore jobs, or its commits."""
+    """Show a tenant's lineage (restores, retired ids) and its restore jobs, or its commits.
+
+    Examples:
+      rewind history acme
+      rewind history acme --commits --table shop.orders
+    """
     state = cli_state(ctx)
+    as_json = state.json or json_output
     tenant_arg(tenant)
     if table is not None:
         table_arg(table)
-        if not commits:
-            raise InvalidArgument("--table goes with --commits")
+    for option, given in (("--table", table is not None), ("--quiet", quiet)):
+        if given and not commits:
+            raise InvalidArgument(f"{option} goes with --commits")
+    if quiet and as_json:
+        raise InvalidArgument("give either --quiet (bare ts) or --json, not both")
     if commits:
         found = commit_history(state.store().catalog, tenant, table=table, limit=limit)
-        if state.json or json_output:
+        if as_json:
             render.emit_json([commit_json(c) for c in found])
+        elif quiet:
+            for c in found:
+                render.say(str(c.ts))
         else:
             render.show(commits_table(tenant, found))
         return
     hist = load_history(state.store().catalog, tenant)
-    if state.json or json_output:
+    if as_json:
         render.emit_json(
             {
                 "lineage": [
@@ -265,8 +319,12 @@ def history_cmd(
                     | {
                         "source_tenant_id": t.source_tenant_id,
                         "source_ts": t.source_ts,
+                        "source_time": None if t.source_ts is None else format_ts(t.source_ts),
                         "restore_job_id": t.restore_job_id,
                         "retain_until": t.retain_until,
+                        "retain_until_time": None
+                        if t.retain_until is None
+                        else format_ts(t.retain_until),
                     }
                     for t in hist.lineage
                 ],
@@ -281,6 +339,13 @@ def history_cmd(
 def register(app: typer.Typer) -> None:
     app.command("restore-tenant")(restore_tenant_cmd)
     app.command("history")(history_cmd)
+
+
+def point_words(snapshot: str | None, at: str | None, before: str | None) -> str:
+    """The restore point as the user named it, for a question."""
+    if snapshot is not None:
+        return f"snapshot {snapshot}"
+    return f"time {at}" if at is not None else f"just before commit {before}"
 
 
 def restore_point(

@@ -12,14 +12,22 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
+from rich.console import RenderableType
 
 from engine.cli import render, snapshot_render
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import CliState, cli_state, instant_arg, tenant_arg
 from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import lineage_snapshots, snapshot_in_lineage
 from tenants.protection import wall_now
 from tenants.schedules import clear_schedule, get_schedule, parse_time_of_day
-from tenants.snapshots import SnapshotRecord, snapshot_name
+from tenants.snapshots import (
+    SnapshotKind,
+    SnapshotRecord,
+    find_snapshot,
+    matching_snapshots,
+    snapshot_name,
+)
 from tenants.store import TableStore
 from tenants.tenancy import active_tenant, find_tenant
 from tenants.times import format_ts, parse_duration
@@ -54,7 +62,11 @@ def create(
         ),
     ] = None,
 ) -> None:
-    """Record a snapshot: a name for a point in time. No data is copied."""
+    """Record a snapshot: a name for a point in time. No data is copied.
+
+    Example:
+      rewind snapshot create acme mon
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     snapshot_name(name)
@@ -113,7 +125,7 @@ def drop(
     name: Annotated[
         str | None,
         typer.Argument(
-            metavar="[NAME]", help="The snapshot to drop (or use filters).", show_default=False
+            metavar="NAME", help="The snapshot to drop (or use filters).", show_default=False
         ),
     ] = None,
     older_than: Annotated[
@@ -128,11 +140,16 @@ def drop(
         KindChoice | None,
         typer.Option("--kind", help="Drop only snapshots of this kind.", show_default=False),
     ] = None,
+    yes: YesOption = False,
 ) -> None:
     """Drop one snapshot by name, or every snapshot matching the filters.
 
     Times only the dropped snapshots protected stop being recoverable, and a
     full compaction may then remove the versions they needed.
+
+    Examples:
+      rewind snapshot drop acme mon
+      rewind snapshot drop acme --kind scheduled --older-than 30d --yes
     """
     state = cli_state(ctx)
     tenant_arg(tenant)
@@ -145,13 +162,39 @@ def drop(
             "give a snapshot name, or --older-than DURATION and/or --kind to drop many"
         )
     older_than_us = None if older_than is None else parse_duration(older_than)
+    kind_name: SnapshotKind | None = None if kind is None else kind.value
+    if name is not None:
+        what = f"drop snapshot {name} of {tenant}"
+    else:
+        filters = [f"older than {older_than}"] * (older_than is not None) + [
+            f"of kind {kind_name}"
+        ] * (kind_name is not None)
+        what = f"drop every snapshot of {tenant} {' and '.join(filters)}"
+
+    def plan() -> list[RenderableType]:
+        store = state.store()
+        if name is not None:
+            doomed = [_own_snapshot(store, tenant, name)]
+        else:
+            with store.catalog.snapshot() as tx:
+                cutoff = None if older_than_us is None else wall_now(tx) - older_than_us
+                doomed = matching_snapshots(
+                    tx, find_tenant(tx, tenant), older_than=cutoff, kind=kind_name
+                )
+        if not doomed:
+            return [f"no snapshot of {tenant} matches: nothing would be dropped"]
+        return [
+            f"{s.name}: ts {s.ts} ({format_ts(s.ts)}), {s.kind}; times only it protects stop "
+            "being recoverable"
+            for s in doomed
+        ]
+
+    confirm(what, yes=yes, as_json=state.json, plan=plan)
     store = state.store()
     if name is not None:
         dropped = [_drop_one(store, tenant, name)]
     else:
-        dropped = store.drop_snapshots(
-            tenant, older_than_us=older_than_us, kind=None if kind is None else kind.value
-        )
+        dropped = store.drop_snapshots(tenant, older_than_us=older_than_us, kind=kind_name)
     if state.json:
         render.emit_json(
             {"tenant": tenant, "dropped": [snapshot_render.snapshot_json(s) for s in dropped]}
@@ -167,6 +210,21 @@ def _drop_one(store: TableStore, tenant: str, name: str) -> SnapshotRecord:
     """Drop a snapshot of the tenant itself; name the retired tenant if it lives there."""
     try:
         return store.drop_snapshot(tenant, name)
+    except NotFound:
+        _own_snapshot(store, tenant, name)  # raises, saying where it lives
+        raise
+
+
+def _own_snapshot(store: TableStore, tenant: str, name: str) -> SnapshotRecord:
+    """The tenant's own snapshot ``name``.
+
+    Raises:
+        NotFound: it has none; naming the retired tenant of the lineage that holds
+            it, if one does (drop it there).
+    """
+    try:
+        with store.catalog.snapshot() as tx:
+            return find_snapshot(tx, find_tenant(tx, tenant), name)
     except NotFound as missing:
         with store.catalog.snapshot() as tx:
             try:
@@ -286,7 +344,7 @@ def tick(
     tenant: Annotated[
         str | None,
         typer.Argument(
-            metavar="[TENANT]",
+            metavar="TENANT",
             help="One tenant (default: every active tenant).",
             show_default=False,
         ),

@@ -65,7 +65,11 @@ def create(
         ),
     ],
 ) -> None:
-    """Create a table with a primary key (key columns are NOT NULL)."""
+    """Create a table with a primary key (key columns are NOT NULL).
+
+    Example:
+      rewind table create acme shop.orders -c id:int64 -c item:string -c qty:int32 -k id
+    """
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
@@ -91,8 +95,7 @@ def list_(
         ),
     ] = None,
 ) -> None:
-    """List the tenant's live tables (or those live at ``--as-of``) with their columns
-    and keys."""
+    """List the tenant's live tables (or those live at --as-of) with their columns and keys."""
     state = cli_state(ctx)
     tenant_arg(tenant)
     tables = state.store().tables(tenant, as_of)

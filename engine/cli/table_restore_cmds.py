@@ -7,7 +7,6 @@ and ``--cancel`` act on an existing job of the tenant.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Annotated
 
@@ -15,6 +14,7 @@ import typer
 
 from engine.cli import render
 from engine.cli.choices import ExecutorOption, VerifyOption
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, table_arg, tenant_arg
 from engine.cli.restore_cmds import job_action, print_outcome, progress_bar, restore_point
 from engine.cli.restore_render import plan_json, plan_table
@@ -53,9 +53,6 @@ ToTenant = Annotated[
     typer.Option("--to-tenant", metavar="OTHER", help="Restore into this other (existing) tenant."),
 ]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")]
-Yes = Annotated[
-    bool, typer.Option("--yes", "-y", help="Replace in place without asking (scripts).")
-]
 Resume = Annotated[
     str | None,
     typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
@@ -83,7 +80,7 @@ def restore_table_cmd(
     ] = None,
     to_tenant: ToTenant = None,
     dry_run: DryRun = False,
-    yes: Yes = False,
+    yes: YesOption = False,
     executor: ExecutorOption = "auto",
     verify: VerifyOption = "objects",
     resume: Resume = None,
@@ -92,9 +89,14 @@ def restore_table_cmd(
 ) -> None:
     """Restore one table to a snapshot or protected time.
 
-    The other tables keep every later write. In place, the table's content and schema become what they were then; the
-    table as it was stays readable at earlier times (undo by restoring to one).
-    Writes to it are refused while the job runs.
+    The other tables keep every later write. In place, the table's content and
+    schema become what they were then; the table as it was stays readable at
+    earlier times (undo by restoring to one). Writes to it are refused while
+    the job runs.
+
+    Examples:
+      rewind restore-table acme shop.orders --before TS   (TS from `rewind history acme --commits`)
+      rewind restore-table acme shop.orders --snapshot mon --to shop.orders_mon
     """
     state = cli_state(ctx)
     as_json = json_output or state.json
@@ -145,7 +147,7 @@ def restore_database_cmd(
     ] = None,
     to_tenant: ToTenant = None,
     dry_run: DryRun = False,
-    yes: Yes = False,
+    yes: YesOption = False,
     executor: ExecutorOption = "auto",
     verify: VerifyOption = "objects",
     resume: Resume = None,
@@ -255,8 +257,9 @@ def _run(
     yes: bool,
     as_json: bool,
 ) -> None:
-    """Plan (and stop on ``--dry-run``); an in-place restore that replaces tables
-    asks first on a terminal unless ``--yes``; then run the job."""
+    """Plan (and stop on ``--dry-run``); a restore that replaces live tables (in
+    place, or over tables of ``--to-tenant``) goes ahead only with ``--yes`` or a
+    yes at the terminal (engine.cli.confirm); then run the job."""
     if dry_run:
         plan = make_plan()
         chosen = decide_executor(executor, plan.totals()["rewrite"][1])
@@ -266,23 +269,25 @@ def _run(
             render.show(plan_table(plan, chosen.name, chosen.reason))
             render.say("dry run: nothing was changed")
         return
-    if not (yes or as_json) and sys.stdin.isatty():
+    if not yes:
+        # Only the plan knows whether live tables would be replaced (an in-place
+        # restore of a table dropped since replaces nothing), so it is made first.
         plan = make_plan()
-        if plan.replaced_table_ids and not _confirmed(plan):
-            raise InvalidArgument("not confirmed: nothing was changed (pass --yes to skip asking)")
+        if plan.replaced_table_ids:
+            chosen = decide_executor(executor, plan.totals()["rewrite"][1])
+            confirm(
+                f"replace {len(plan.replaced_table_ids)} live table(s) of tenant "
+                f"{plan.target_name!r} with their state at {plan.at_label}",
+                yes=False,
+                as_json=as_json,
+                plan=lambda: [
+                    plan_table(plan, chosen.name, chosen.reason),
+                    "the current tables stay readable at earlier times (undo by restoring to one)",
+                ],
+            )
     with progress_bar(as_json) as report:
         outcome = run(report)
     print_outcome(outcome, as_json)  # type: ignore[arg-type]
-
-
-def _confirmed(plan: RestorePlan) -> bool:
-    """Ask before replacing live tables (a person is at a terminal; scripts and
-    pipes are not asked: their command line is the decision)."""
-    render.show(plan_table(plan, "auto"))
-    return typer.confirm(
-        f"replace {len(plan.replaced_table_ids)} live table(s) of tenant {plan.target_name!r} "
-        f"with their state at {plan.at_label}? (the current ones stay readable at earlier times)"
-    )
 
 
 def register(app: typer.Typer, table_app: typer.Typer) -> None:

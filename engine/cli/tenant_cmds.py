@@ -1,16 +1,18 @@
-"""``rewind tenant create|list|drop``."""
+"""``rewind tenant create|list|drop|undrop|purge``."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
+from rich.console import RenderableType
 
 from engine.cli import render
+from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, new_tenant_arg, tenant_arg
 from tenants.times import format_ts
 
-app = typer.Typer(help="Create, list and drop tenants.", no_args_is_help=True)
+app = typer.Typer(help="Create, list, drop, undrop and purge tenants.", no_args_is_help=True)
 
 TenantName = Annotated[
     str, typer.Argument(metavar="NAME", help="Tenant name, e.g. acme.", show_default=False)
@@ -19,7 +21,11 @@ TenantName = Annotated[
 
 @app.command("create")
 def create(ctx: typer.Context, name: TenantName) -> None:
-    """Create an empty tenant."""
+    """Create an empty tenant: a namespace for databases, tables and snapshots.
+
+    Example:
+      rewind tenant create acme
+    """
     state = cli_state(ctx)
     new_tenant_arg(name)
     tenant = state.store().create_tenant(name)
@@ -53,10 +59,21 @@ def drop(
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="Tenant name (or name@id).", show_default=False)
     ],
+    yes: YesOption = False,
 ) -> None:
-    """Drop a tenant: it stops accepting writes; its data is kept (restorable) for now."""
+    """Drop a tenant: it stops accepting writes; its data is kept (restorable) for now.
+
+    `rewind tenant undrop NAME@ID` brings it back while it is retained; after
+    that, or after `rewind tenant purge`, `rewind gc` deletes its data.
+    """
     state = cli_state(ctx)
     tenant_arg(name)
+    confirm(
+        f"drop tenant {name}",
+        yes=yes,
+        as_json=state.json,
+        plan=lambda: [render.tenants_table([state.store().tenant(name)])],
+    )
     tenant = state.store().drop_tenant(name)
     if state.json:
         render.emit_json(render.tenant_json(tenant))
@@ -96,6 +113,7 @@ def purge(
     ref: Annotated[
         str, typer.Argument(metavar="NAME@ID", help="A dropped tenant.", show_default=False)
     ],
+    yes: YesOption = False,
 ) -> None:
     """End a dropped tenant's retention now: its snapshots go and its objects become collectable.
 
@@ -106,6 +124,18 @@ def purge(
 
     state = cli_state(ctx)
     tenant_arg(ref)
+
+    def plan() -> list[RenderableType]:
+        tenant = state.store().tenant(ref)
+        what = (
+            "the half-loaded staging tenant and its objects are discarded"
+            if tenant.state == "staging"
+            else "its snapshots are dropped and `rewind gc` may delete its objects: it can no "
+            "longer be undropped"
+        )
+        return [render.tenants_table([tenant]), what]
+
+    confirm(f"purge tenant {ref}", yes=yes, as_json=state.json, plan=plan)
     store = state.store()
     if store.tenant(ref).state == "staging":
         staging = discard_abandoned_staging(store, ref)

@@ -55,6 +55,30 @@ class GcReport:
     flattened: tuple[Flattened, ...] = ()  # inherited levels now read from own rows
 
 
+def check_gc_args(
+    *, grace_us: int, orphan_grace_us: int, allow_short_grace: bool, threshold: float
+) -> None:
+    """Refuse grace periods and thresholds :func:`run_gc` would refuse, before any I/O.
+
+    Raises:
+        InvalidArgument: a grace period under the minimum without
+            ``allow_short_grace``; a threshold outside (0, 1].
+    """
+    if grace_us < DEFAULT_GRACE_US and not allow_short_grace:
+        raise InvalidArgument(
+            f"a grace period of {format_duration(grace_us) if grace_us else '0s'} is shorter than "
+            f"{format_duration(DEFAULT_GRACE_US)}: objects of writes still in flight could be deleted; "
+            "pass --allow-short-grace if you are sure"
+        )
+    if orphan_grace_us < DEFAULT_GRACE_US and not allow_short_grace:
+        raise InvalidArgument(
+            f"an orphan grace of {format_duration(orphan_grace_us) if orphan_grace_us else '0s'} is "
+            f"shorter than {format_duration(DEFAULT_GRACE_US)}; pass --allow-short-grace if you are sure"
+        )
+    if not 0 < threshold <= 1:
+        raise InvalidArgument(f"compaction threshold must be in (0, 1], got {threshold}")
+
+
 def run_gc(
     store: TableStore,
     *,
@@ -75,19 +99,12 @@ def run_gc(
         RewindError: the keep-set could not be built; nothing is deleted
             ("never delete what you could not prove safe").
     """
-    if grace_us < DEFAULT_GRACE_US and not allow_short_grace:
-        raise InvalidArgument(
-            f"a grace period of {format_duration(grace_us) if grace_us else '0s'} is shorter than "
-            f"{format_duration(DEFAULT_GRACE_US)}: objects of writes still in flight could be deleted; "
-            "pass --allow-short-grace if you are sure"
-        )
-    if orphan_grace_us < DEFAULT_GRACE_US and not allow_short_grace:
-        raise InvalidArgument(
-            f"an orphan grace of {format_duration(orphan_grace_us) if orphan_grace_us else '0s'} is "
-            f"shorter than {format_duration(DEFAULT_GRACE_US)}; pass --allow-short-grace if you are sure"
-        )
-    if not 0 < threshold <= 1:
-        raise InvalidArgument(f"compaction threshold must be in (0, 1], got {threshold}")
+    check_gc_args(
+        grace_us=grace_us,
+        orphan_grace_us=orphan_grace_us,
+        allow_short_grace=allow_short_grace,
+        threshold=threshold,
+    )
     seconds: dict[str, float] = {}
     owner = ownership(store.catalog, store.objects)  # before anything is collected
     clock = time.perf_counter()

@@ -5,12 +5,13 @@
     python -m engine.jobs.restore_tenant acme --snapshot mon --to acme_copy
 
 Runs exactly the CLI's ``restore-tenant`` command (same options, same errors,
-same exit codes). Global options (``--catalog``, ``--warehouse``,
+same exit codes; an in-place restore, without ``--to``, needs ``--yes``, as
+a batch job has nobody to ask). Global options (``--catalog``, ``--warehouse``,
 ``--spark-master``, ``--verbose``) may come anywhere; the executor defaults to
 Spark, since a cluster is why one submits a job. The job runs on the master
 spark-submit gives it, ships Rewind's code to the executors and checks the
 workers before it starts (docs/cluster.md). spark-submit runs this driver's
-Python with its stderr joined to stdout, so ``--json`` errors arrive there.
+Python with its stderr joined to stdout, where ``--json`` errors are printed.
 
 The driver's S3 settings are built where the CLI builds them
 (:func:`engine.cli.context.warehouse_s3_settings`): the AWS variables,
