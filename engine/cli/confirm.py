@@ -8,7 +8,12 @@ arguments and before changing anything:
 - with ``--yes`` it goes ahead without a word;
 - at a terminal it prints the plan (what would go), then asks, default no;
 - otherwise (a script, a pipe, CI) nobody can answer, so it refuses at once,
-  before it opens the catalog, with one line naming ``--yes``.
+  without computing the plan, with one line naming ``--yes``.
+
+A restore of tables asks only if it replaces live ones, which its plan tells,
+so that plan is made first (engine.cli.table_restore_cmds), and a restore
+``--before`` a commit looks the commit up first: they read the catalog before
+refusing, and change nothing either.
 
 A refusal or a "no" raises :class:`~tenants.errors.NotConfirmed`, which the
 root command reports like every error: one line, exit 1, JSON under

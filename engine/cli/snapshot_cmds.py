@@ -166,9 +166,11 @@ def drop(
     if name is not None:
         what = f"drop snapshot {name} of {tenant}"
     else:
-        filters = [f"older than {older_than}"] * (older_than is not None) + [
-            f"of kind {kind_name}"
-        ] * (kind_name is not None)
+        filters = []
+        if older_than is not None:
+            filters.append(f"older than {older_than}")
+        if kind_name is not None:
+            filters.append(f"of kind {kind_name}")
         what = f"drop every snapshot of {tenant} {' and '.join(filters)}"
 
     def plan() -> list[RenderableType]:
@@ -184,9 +186,8 @@ def drop(
         if not doomed:
             return [f"no snapshot of {tenant} matches: nothing would be dropped"]
         return [
-            f"{s.name}: ts {s.ts} ({format_ts(s.ts)}), {s.kind}; times only it protects stop "
-            "being recoverable"
-            for s in doomed
+            *(f"{s.name}: ts {s.ts} ({format_ts(s.ts)}), {s.kind}" for s in doomed),
+            "times only these snapshots protect stop being recoverable",
         ]
 
     confirm(what, yes=yes, as_json=state.json, plan=plan)
