@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import boto3
 from typer.testing import Result
+
+from tenants.catalog import open_catalog
+from tenants.embedded_s3 import EmbeddedS3
 
 
 def ok(result: Result) -> Result:
@@ -16,3 +20,23 @@ def ok(result: Result) -> Result:
 
 def as_json(result: Result) -> Any:
     return json.loads(ok(result).stdout)
+
+
+def catalog_and_bucket(catalog_uri: str, s3_server: EmbeddedS3, bucket: str) -> Any:
+    """What a command could have changed: every catalog row, every key of ``bucket``."""
+    catalog = open_catalog(catalog_uri)
+    try:
+        with catalog.snapshot() as tx:
+            rows = {
+                name: sorted(map(repr, tx.tuples(f'SELECT * FROM "{name}"')))
+                for name in catalog.dialect.table_names(tx)
+            }
+    finally:
+        catalog.close()
+    client = boto3.client("s3", **s3_server.settings.to_boto3())
+    keys = sorted(
+        item["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for item in page.get("Contents", [])
+    )
+    return rows, keys

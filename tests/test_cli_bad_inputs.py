@@ -18,13 +18,12 @@ from typing import Any
 
 import boto3
 import pytest
-from cli_helpers import as_json, ok
+from cli_helpers import as_json, catalog_and_bucket, ok
 from lock_helpers import write_lock_held
 from typer.testing import CliRunner, Result
 
 import tenants.catalog.sqlite as sqlite_backend
 from engine.cli.app import app
-from tenants.catalog import open_catalog
 from tenants.embedded_s3 import EmbeddedS3
 
 Rewind = Callable[..., Result]
@@ -70,23 +69,8 @@ def snapshot_state(uris: tuple[str, str], s3_server: EmbeddedS3) -> Callable[[],
     catalog_uri, warehouse = uris
     bucket = warehouse[len("s3://") :].split("/")[0]
 
-    def take() -> Any:
-        opened = open_catalog(catalog_uri)  # reads only: never waits for a writer
-        try:
-            with opened.snapshot() as tx:
-                catalog = {
-                    n: sorted(map(repr, tx.tuples(f'SELECT * FROM "{n}"')))
-                    for n in opened.dialect.table_names(tx)
-                }
-        finally:
-            opened.close()
-        client = boto3.client("s3", **s3_server.settings.to_boto3())
-        found = [
-            item["Key"]
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-            for item in page.get("Contents", [])
-        ]
-        return catalog, sorted(found)
+    def take() -> Any:  # reads only: never waits for a writer
+        return catalog_and_bucket(catalog_uri, s3_server, bucket)
 
     return take
 

@@ -13,15 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args
 
-import boto3
 import pytest
-from cli_helpers import as_json, ok
+from cli_helpers import as_json, catalog_and_bucket, ok
 from typer.testing import CliRunner, Result
 
 from engine.backup.api import Kind
 from engine.cli.app import app
 from engine.pipeline import EXECUTORS, METHODS, VERIFY_LEVELS
-from tenants.catalog import open_catalog
 from tenants.embedded_s3 import EmbeddedS3
 
 Rewind = Callable[..., Result]
@@ -59,22 +57,7 @@ def everything(uris: tuple[str, str], s3_server: EmbeddedS3) -> Callable[[], Any
     bucket = warehouse[len("s3://") :].split("/")[0]
 
     def take() -> Any:
-        catalog = open_catalog(catalog_uri)
-        try:
-            with catalog.snapshot() as tx:
-                rows = {
-                    name: sorted(map(repr, tx.tuples(f'SELECT * FROM "{name}"')))
-                    for name in catalog.dialect.table_names(tx)
-                }
-        finally:
-            catalog.close()
-        client = boto3.client("s3", **s3_server.settings.to_boto3())
-        keys = sorted(
-            item["Key"]
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-            for item in page.get("Contents", [])
-        )
-        return rows, keys
+        return catalog_and_bucket(catalog_uri, s3_server, bucket)
 
     return take
 

@@ -22,14 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from cli_helpers import as_json, ok
+from cli_helpers import as_json, catalog_and_bucket, ok
 from typer.testing import CliRunner, Result
 
 from engine.cli import confirm
 from engine.cli.app import app
-from tenants.catalog import open_catalog
 from tenants.embedded_s3 import EmbeddedS3
 
 Rewind = Callable[..., Result]
@@ -80,21 +78,7 @@ def world(uris: tuple[str, str], s3_server: EmbeddedS3, tmp_path: Path) -> World
 
     def state() -> Any:
         """Every catalog row, every warehouse key and every backup file."""
-        catalog = open_catalog(catalog_uri)
-        try:
-            with catalog.snapshot() as tx:
-                rows = {
-                    name: sorted(map(repr, tx.tuples(f'SELECT * FROM "{name}"')))
-                    for name in catalog.dialect.table_names(tx)
-                }
-        finally:
-            catalog.close()
-        client = boto3.client("s3", **s3_server.settings.to_boto3())
-        keys = sorted(
-            item["Key"]
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-            for item in page.get("Contents", [])
-        )
+        rows, keys = catalog_and_bucket(catalog_uri, s3_server, bucket)
         files = sorted(str(p.relative_to(backups)) for p in backups.rglob("*"))
         return rows, keys, files
 
