@@ -9,6 +9,7 @@ and S3, only ``now`` is chosen by the test).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -522,3 +523,37 @@ def test_malformed_arguments_are_rejected_before_the_catalog_is_created(
     result = rewind(*args)
     assert result.exit_code == 1 and result.stderr.startswith("error: "), result.output
     assert not (tmp_path / "c.db").exists()
+
+
+def test_tick_every_ticks_in_the_foreground_one_json_line_a_tick(
+    rewind: Rewind, cli_clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`snapshot tick --every 5m` is the schedule loop for a container: each pass
+    ticks, then sleeps what is left of the interval (here the clock jumps a day)."""
+    from engine.cli import snapshot_cmds
+
+    ok(rewind("tenant", "create", "acme"))
+    ok(rewind("snapshot", "schedule", "acme", "--first", "00:00", "--every", "1d"))
+    days = iter(["2026-01-06T00:00:30Z", "2026-01-07T00:00:30Z"])
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        cli_clock.set(next(days))
+
+    monkeypatch.setattr(snapshot_cmds, "sleep", sleep)
+
+    out = ok(rewind("--json", "snapshot", "tick", "acme", "--every", "5m", "--count", "3")).stdout
+    ticks = [json.loads(line) for line in out.splitlines()]
+    assert [[s["name"] for s in t[0]["created"]] for t in ticks] == [
+        [],
+        ["auto-20260106T000000Z"],
+        ["auto-20260107T000000Z"],
+    ]
+    assert len(slept) == 2 and all(290 < s <= 300 for s in slept)
+
+
+def test_tick_count_without_every_is_refused(rewind: Rewind) -> None:
+    result = rewind("snapshot", "tick", "--count", "2")
+    assert result.exit_code == 1
+    assert "--count goes with --every" in result.output

@@ -146,6 +146,12 @@ def emit_json(value: Any) -> None:
     print(json_text(value, indent=2))
 
 
+def emit_json_line(value: Any) -> None:
+    """One JSON document on one line of stdout: a stream of them is JSON Lines
+    (a command that loops, such as ``snapshot tick --every``)."""
+    print(json_text(value), flush=True)
+
+
 def emit_rows_json(rows: pa.Table | Iterable[pa.Table]) -> None:
     """Rows as a JSON array with one row object per line: one document, yet grep-able.
 

@@ -9,6 +9,7 @@ they live in, until that tenant's retention ends; the views say where.
 from __future__ import annotations
 
 from enum import StrEnum
+from time import monotonic, sleep
 from typing import Annotated
 
 import typer
@@ -350,14 +351,57 @@ def tick(
             show_default=False,
         ),
     ] = None,
+    every: Annotated[
+        str | None,
+        typer.Option(
+            "--every",
+            metavar="DURATION",
+            help="Keep running in the foreground and tick every DURATION (5m, 1h), for a "
+            "container or a systemd service; stop it with Ctrl-C.",
+            show_default=False,
+        ),
+    ] = None,
+    count: Annotated[
+        int | None,
+        typer.Option(
+            "--count",
+            metavar="N",
+            min=1,
+            help="With --every: stop after N ticks (default: run until stopped).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Apply snapshot schedules: take due snapshots, expire old ones. Safe to repeat."""
+    """Apply snapshot schedules: take due snapshots, expire old ones. Safe to repeat.
+
+    Run it from cron (`*/5 * * * * rewind snapshot tick`), or let it loop in the
+    foreground with --every (under --json, one JSON object a line per tick).
+
+    Example: rewind snapshot tick --every 5m
+    """
     state = cli_state(ctx)
     if tenant is not None:
         tenant_arg(tenant)
-    results = state.store().tick(tenant)
-    if state.json:
-        render.emit_json(snapshot_render.tick_json(results))
-    else:
-        for line in snapshot_render.tick_lines(results):
-            render.say(line)
+    if count is not None and every is None:
+        raise InvalidArgument("--count goes with --every: without it, tick runs once")
+    interval_s = None if every is None else parse_duration(every) / 1_000_000
+    done = 0
+    while True:
+        started = monotonic()
+        results = state.store().tick(tenant)
+        if state.json and interval_s is not None:
+            render.emit_json_line(snapshot_render.tick_json(results))
+        elif state.json:
+            render.emit_json(snapshot_render.tick_json(results))
+        else:
+            for line in snapshot_render.tick_lines(results):
+                render.say(line)
+        done += 1
+        if interval_s is None or (count is not None and done >= count):
+            return
+        try:
+            # The next tick is due one interval after this one started, so a slow
+            # tick does not push the schedule later and later.
+            sleep(max(0.0, interval_s - (monotonic() - started)))
+        except KeyboardInterrupt:
+            return
