@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -40,3 +42,16 @@ def catalog_and_bucket(catalog_uri: str, s3_server: EmbeddedS3, bucket: str) -> 
         for item in page.get("Contents", [])
     )
     return rows, keys
+
+
+def items_tenant(rewind: Callable[..., Result], folder: Path) -> None:
+    """Tenant ``acme`` with ``shop.items`` (id, v), two rows and snapshot ``mon``."""
+    ok(rewind("tenant", "create", "acme"))
+    ok(
+        rewind(
+            "table", "create", "acme", "shop.items", "-c", "id:int64", "-c", "v:string", "-k", "id"
+        )
+    )
+    (folder / "rows.csv").write_text("id,v\n1,a\n2,b\n")
+    ok(rewind("load", "acme", "shop.items", folder / "rows.csv"))
+    ok(rewind("snapshot", "create", "acme", "mon"))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from cli_helpers import as_json, catalog_and_bucket, ok
+from cli_helpers import as_json, catalog_and_bucket, items_tenant, ok
 from typer.testing import CliRunner, Result
 
 from engine.backup.api import Kind
@@ -39,15 +39,7 @@ BACKUP_KIND = choices(("logical", "physical"))
 @pytest.fixture
 def world(rewind: Rewind, tmp_path: Path) -> None:
     """Tenant ``acme`` with ``shop.items``, two rows and snapshot ``mon``."""
-    ok(rewind("tenant", "create", "acme"))
-    ok(
-        rewind(
-            "table", "create", "acme", "shop.items", "-c", "id:int64", "-c", "v:string", "-k", "id"
-        )
-    )
-    (tmp_path / "rows.csv").write_text("id,v\n1,a\n2,b\n")
-    ok(rewind("load", "acme", "shop.items", tmp_path / "rows.csv"))
-    ok(rewind("snapshot", "create", "acme", "mon"))
+    items_tenant(rewind, tmp_path)
 
 
 @pytest.fixture

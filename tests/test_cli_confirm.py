@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import as_json, catalog_and_bucket, ok
+from cli_helpers import as_json, catalog_and_bucket, items_tenant, ok
 from typer.testing import CliRunner, Result
 
 from engine.cli import confirm
@@ -56,15 +56,7 @@ def world(uris: tuple[str, str], s3_server: EmbeddedS3, tmp_path: Path) -> World
             app, ["--catalog", catalog_uri, "--warehouse", warehouse, *map(str, args)], input=input
         )
 
-    ok(rewind("tenant", "create", "acme"))
-    ok(
-        rewind(
-            "table", "create", "acme", "shop.items", "-c", "id:int64", "-c", "v:string", "-k", "id"
-        )
-    )
-    (tmp_path / "rows.csv").write_text("id,v\n1,a\n2,b\n")
-    ok(rewind("load", "acme", "shop.items", tmp_path / "rows.csv"))
-    ok(rewind("snapshot", "create", "acme", "mon"))
+    items_tenant(rewind, tmp_path)
     (tmp_path / "later.csv").write_text("id,v\n3,c\n")
     ok(rewind("load", "acme", "shop.items", tmp_path / "later.csv"))
     ok(rewind("tenant", "create", "old"))
