@@ -55,6 +55,7 @@ from tenants.objects import (
     remove_members,
 )
 from tenants.objectstore import ObjectStore
+from tenants.progress import Share, step
 from tenants.protection import Protection, protection
 from tenants.retention import keep_sorted
 from tenants.schema import TS
@@ -167,9 +168,7 @@ class MergeShape:
         batch = BATCH_BYTES
         while True:
             buffer = max(MIN_BUFFER_BYTES, min(1024 * 1024, batch // 8))
-            per_input = (
-                5 * batch + 8 * buffer + READER_BYTES + CHECK_BYTES + columns * PAGE_BYTES
-            )
+            per_input = 5 * batch + 8 * buffer + READER_BYTES + CHECK_BYTES + columns * PAGE_BYTES
             if count * per_input <= left or batch <= MERGE_MIN_BATCH_BYTES:
                 break
             batch //= 2
@@ -350,6 +349,25 @@ def _merge(
     shape: MergeShape,
 ) -> tuple[list[ObjectRecord], int]:
     """Merge ``inputs`` into new objects; (their records, rows kept)."""
+    objects_ = f"{len(inputs)} object{'' if len(inputs) == 1 else 's'}"
+    with step(
+        f"compacting {table.qualified} ({objects_})", sum(o.bytes for o in inputs)
+    ) as merging:
+        share = Share(merging, sum(o.bytes for o in inputs), sum(o.rows for o in inputs))
+        merged = _merge_inputs(objects, table, inputs, guard, target_bytes, shape, share)
+        share.finish()
+        return merged
+
+
+def _merge_inputs(
+    objects: ObjectStore,
+    table: TableRecord,
+    inputs: list[ObjectRecord],
+    guard: Protection | None,
+    target_bytes: int,
+    shape: MergeShape,
+    share: Share,
+) -> tuple[list[ObjectRecord], int]:
     # Oldest first: a key's versions then meet in ts order, which the merge's
     # sort of an integer key relies on to sort the key alone (tenants.merge).
     inputs = sorted(inputs, key=lambda o: (o.min_ts, o.max_ts, o.id))
@@ -391,6 +409,7 @@ def _merge(
         ]
         for round_ in merge_rounds(sources, key_schema):
             events = round_.events
+            share.rows(events.num_rows)
             if guard is not None:
                 events = events.filter(pa.array(keep_sorted(events, pk, guard)))
             kept += events.num_rows

@@ -119,3 +119,8 @@ class ClusterMisconfigured(RewindError):
 class TaskFailed(RewindError):
     """A Spark task failed for a reason that is not one of Rewind's own errors;
     the message names the job, the worker and the task's exception."""
+
+
+class MissingExtra(RewindError):
+    """An optional dependency a feature needs is not installed; the message names
+    the feature and the ``pip install 'rewind[...]'`` that brings it."""

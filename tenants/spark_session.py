@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tenants import allocator
+from tenants import allocator, spark_logs
 from tenants.errors import ClusterMisconfigured, InvalidArgument
 
 DEFAULT_MASTER = "local[2]"
@@ -210,8 +210,13 @@ def get_spark(master: str | None = None, *, for_tests: bool = False) -> Any:
         for key, value in _defaults(for_tests).items():
             if not given.contains(key):
                 builder = builder.config(key, value)
-        active = builder.getOrCreate()
-        active.sparkContext.setLogLevel("ERROR")
+        options = spark_logs.java_options(given.get("spark.driver.extraJavaOptions"))
+        if options is not None and choice.source != "spark-submit":
+            builder = builder.config("spark.driver.extraJavaOptions", options)
+        with spark_logs.filtered_jvm_stderr():
+            active = builder.getOrCreate()
+        if not spark_logs.spark_logs_shown():
+            active.sparkContext.setLogLevel("ERROR")
     prepare(active)
     return active
 

@@ -36,6 +36,7 @@ from tenants.object_io import copy_object, record_of
 from tenants.object_reader import digest_of
 from tenants.objects import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
+from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, tenant_by_id
 
@@ -87,41 +88,46 @@ def create_physical(
     dest.put(f"{backup_root(backup_id)}/{PENDING}", json.dumps({"objects": planned}).encode())
     stored: dict[str, dict[str, Any]] = {}
     copied = copied_bytes = referenced = rewritten = 0
-    for table in plan.tables:
-        for item in members.get(table.source_table_id, []):
-            record = item.object
-            if item.action == "rewrite":
-                record = _rewritten_record(record, plan.at_ts)
-            path = _stored_path(record.id)
-            if present.get(path) == record.bytes and item.action == "reuse":
-                referenced += 1
-            elif item.action == "reuse":
-                try:
-                    copy_object(
-                        store.objects, record.key, record.bytes, record.checksum, dest, path
-                    )
-                except CorruptObject as e:
-                    raise CorruptObject(f"{e.message}; backup stopped") from e
-                copied += 1
-                copied_bytes += record.bytes
-            else:
-                # Stored already (an earlier backup at the same S): rewrite only to
-                # describe it, writing nowhere.
-                target = cast(ObjectStore, _Nowhere(dest)) if path in present else dest
-                record = _rewrite(store, item.object, table.primary_key, plan.at_ts, target, path)
-                if present.get(path) == record.bytes:
+    work = sum(i.object.bytes for items in members.values() for i in items)
+    with step(f"backing up {plan.source.name}", work) as backing_up:
+        for table in plan.tables:
+            for item in members.get(table.source_table_id, []):
+                record = item.object
+                if item.action == "rewrite":
+                    record = _rewritten_record(record, plan.at_ts)
+                path = _stored_path(record.id)
+                if present.get(path) == record.bytes and item.action == "reuse":
                     referenced += 1
-                else:
-                    if path in present:  # a different size: write it after all
-                        _rewrite(store, item.object, table.primary_key, plan.at_ts, dest, path)
+                elif item.action == "reuse":
+                    try:
+                        copy_object(
+                            store.objects, record.key, record.bytes, record.checksum, dest, path
+                        )
+                    except CorruptObject as e:
+                        raise CorruptObject(f"{e.message}; backup stopped") from e
                     copied += 1
                     copied_bytes += record.bytes
-                rewritten += 1
-            stored[item.object.id] = {
-                "path": path,
-                "record": asdict(replace(record, key=path)),
-                "table": table.source_table_id,
-            }
+                else:
+                    # Stored already (an earlier backup at the same S): rewrite only to
+                    # describe it, writing nowhere.
+                    target = cast(ObjectStore, _Nowhere(dest)) if path in present else dest
+                    record = _rewrite(
+                        store, item.object, table.primary_key, plan.at_ts, target, path
+                    )
+                    if present.get(path) == record.bytes:
+                        referenced += 1
+                    else:
+                        if path in present:  # a different size: write it after all
+                            _rewrite(store, item.object, table.primary_key, plan.at_ts, dest, path)
+                        copied += 1
+                        copied_bytes += record.bytes
+                    rewritten += 1
+                stored[item.object.id] = {
+                    "path": path,
+                    "record": asdict(replace(record, key=path)),
+                    "table": table.source_table_id,
+                }
+                backing_up.advance(item.object.bytes)
     total = sum(int(v["record"]["bytes"]) for v in stored.values())
     manifest = {
         "format": FORMAT,
@@ -261,15 +267,24 @@ def restore_physical(
     )
     new_table_of = {t.source_table_id: t.new_table_id for t in plan.tables}
     installed: dict[str, list[ObjectRecord]] = {}
-    for entry in stored.values():
-        table_id = new_table_of[entry["table"]]
-        record = ObjectRecord(**entry["record"])
-        object_id = new_id()
-        key = object_key(tenant_id, table_id, record.kind, object_id)
-        copy_object(
-            dest, entry["path"], record.bytes, record.checksum, store.objects, key, "backup object"
-        )
-        installed.setdefault(table_id, []).append(replace(record, id=object_id, key=key))
+    work = sum(int(entry["record"]["bytes"]) for entry in stored.values())
+    with step(f"restoring backup {backup_id}", work) as restoring:
+        for entry in stored.values():
+            table_id = new_table_of[entry["table"]]
+            record = ObjectRecord(**entry["record"])
+            object_id = new_id()
+            key = object_key(tenant_id, table_id, record.kind, object_id)
+            copy_object(
+                dest,
+                entry["path"],
+                record.bytes,
+                record.checksum,
+                store.objects,
+                key,
+                "backup object",
+            )
+            installed.setdefault(table_id, []).append(replace(record, id=object_id, key=key))
+            restoring.advance(record.bytes)
     with store.catalog.transaction() as tx:
         tx.observe_ts(plan.at_ts)  # this deployment's clock may be behind the source's
         ts = tx.commit_ts()

@@ -37,8 +37,10 @@ from engine.cli import (
     tenant_cmds,
 )
 from engine.cli.context import CliState
+from engine.cli.progress import watched
 from tenants import __version__
 from tenants.errors import RewindError
+from tenants.spark_logs import show_spark_logs
 from tenants.spark_session import request_master
 
 EXIT_ERROR = 1
@@ -230,7 +232,10 @@ def root(
         ),
     ] = None,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show the traceback of an error.")
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Show the traceback of an error, and Spark's own log lines."
+        ),
     ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
@@ -253,6 +258,8 @@ def root(
     )
     ctx.obj = state
     ctx.call_on_close(state.close)
+    show_spark_logs(verbose)
+    ctx.with_resource(watched(lambda: state.json))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -63,10 +63,17 @@ def warehouse_s3_settings() -> S3Settings:
 
 
 def cli_state(ctx: typer.Context) -> CliState:
-    """The :class:`CliState` the root callback put on the context."""
+    """The :class:`CliState` the root callback put on the context.
+
+    A command's own ``--json`` (commands take it after their name too) is
+    folded into the state here, so whatever reads the state later (the
+    progress bars, engine/cli/progress.py) knows the output is for a machine.
+    """
     state = ctx.find_root().obj
     if not isinstance(state, CliState):  # only if a command runs without the root app
         raise RuntimeError("rewind commands must run under the root app (engine.cli.app)")
+    if ctx.params.get("json_output"):
+        state.json = True
     return state
 
 

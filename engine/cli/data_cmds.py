@@ -23,6 +23,7 @@ from engine.cli.context import cli_state, resolve_as_of, size_arg, table_arg, te
 from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.errors import InvalidArgument
 from tenants.key_range import KeyRange
+from tenants.progress import SILENT, Share, Step, step
 from tenants.reads import stream_visible
 from tenants.schema import TableSchema
 from tenants.store import TableStore
@@ -94,7 +95,10 @@ class _RowTooLong(InvalidArgument):
 
 
 def read_batches(
-    path: Path, target: pa.Schema, block_bytes: int = CSV_BLOCK_BYTES
+    path: Path,
+    target: pa.Schema,
+    block_bytes: int = CSV_BLOCK_BYTES,
+    progress: Step = SILENT,
 ) -> Iterator[pa.Table]:
     """A Parquet or CSV file as batches, for a streamed load (tenants.loads).
 
@@ -105,6 +109,8 @@ def read_batches(
     not an error). Columns the table lacks keep an inferred type, and the write
     path names them.
 
+    ``progress`` advances by the file's bytes read.
+
     Raises:
         InvalidArgument: unknown extension, a parse error, a repeated column
             (``_RowTooLong`` for a row longer than ``block_bytes``).
@@ -114,19 +120,26 @@ def read_batches(
         if name.endswith(PARQUET_SUFFIXES):
             parquet = pq.ParquetFile(path)
             _unique_names(path, parquet.schema_arrow.names)
+            share = Share(progress, path.stat().st_size, parquet.metadata.num_rows)
             for batch in parquet.iter_batches(batch_size=64 * 1024):
+                share.rows(batch.num_rows)
                 yield pa.Table.from_batches([batch])
+            share.finish()
             return
         if name.endswith(CSV_SUFFIXES):
             types = {f.name: _csv_type(f.type) for f in target}
-            reader = pa_csv.open_csv(
-                path,
-                read_options=pa_csv.ReadOptions(block_size=block_bytes, use_threads=False),
-                convert_options=_csv_convert(types),
-            )
-            _unique_names(path, reader.schema.names)
-            for batch in reader:
-                yield pa.Table.from_batches([batch])
+            with pa.input_stream(str(path)) as stream:
+                reader = pa_csv.open_csv(
+                    stream,
+                    read_options=pa_csv.ReadOptions(block_size=block_bytes, use_threads=False),
+                    convert_options=_csv_convert(types),
+                )
+                _unique_names(path, reader.schema.names)
+                done = 0
+                for batch in reader:
+                    progress.advance(stream.tell() - done)
+                    done = stream.tell()
+                    yield pa.Table.from_batches([batch])
             return
     except (pa.ArrowInvalid, OSError) as e:
         if "straddl" in str(e):
@@ -237,11 +250,16 @@ def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -
     database, name = table_arg(table)
     store = state.store()
     target = _schema(store, tenant, database, name).arrow()
+    size = file.stat().st_size
     try:
-        result = store.load(tenant, database, name, read_batches(file, target))
+        with step(f"loading {file.name}", size) as loading:
+            batches = read_batches(file, target, progress=loading)
+            result = store.load(tenant, database, name, batches)
     except _RowTooLong:
         # Rare: a row longer than a block. Again, with blocks as large as we accept.
-        result = store.load(tenant, database, name, read_batches(file, target, CSV_MAX_ROW_BYTES))
+        with step(f"loading {file.name}", size) as loading:
+            batches = read_batches(file, target, CSV_MAX_ROW_BYTES, loading)
+            result = store.load(tenant, database, name, batches)
     if state.json:
         render.emit_json(render.write_json(tenant, table, result))
     else:

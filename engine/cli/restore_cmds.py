@@ -12,14 +12,6 @@ from typing import Annotated
 
 import typer
 from rich.console import RenderableType
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from engine.cli import render
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
@@ -36,7 +28,7 @@ from engine.cli.restore_render import (
     plan_table,
 )
 from engine.executors.base import decide_executor
-from engine.pipeline import ExecutorChoice, RestorePlan, RewriteResult
+from engine.pipeline import ExecutorChoice, RestorePlan
 from engine.restore.history import before_commit, commit_history
 from engine.restore.history import history as load_history
 from engine.restore.job import (
@@ -171,17 +163,9 @@ def restore_tenant_cmd(
             as_json=as_json,
             plan=question_plan,
         )
-    with progress_bar(as_json) as report:
-        outcome = restore_tenant(
-            store,
-            tenant,
-            point,
-            to=to,
-            executor=executor,
-            verify=verify,
-            method=method,
-            progress=report,
-        )
+    outcome = restore_tenant(
+        store, tenant, point, to=to, executor=executor, verify=verify, method=method
+    )
     print_outcome(outcome, as_json)
 
 
@@ -204,8 +188,7 @@ def job_action(
         else:
             render.say(f"restore job {job_id} cancelled: its outputs and pins are removed")
         return
-    with progress_bar(as_json) as report:
-        outcome = resume_restore(store, job_id, progress=report)
+    outcome = resume_restore(store, job_id)
     print_outcome(outcome, as_json)
 
 
@@ -216,39 +199,6 @@ def print_outcome(outcome: RestoreOutcome, as_json: bool) -> None:
     render.show(plan_table(outcome.plan, outcome.executor, outcome.executor_reason))
     for line in outcome_lines(outcome):
         render.say(line)
-
-
-class progress_bar:
-    """A rich progress bar over rewrite tasks and bytes (silent for --json)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.bar: Progress | None = None
-        self.task: TaskID | None = None
-
-    def __enter__(self) -> progress_bar:
-        if not self.quiet:
-            self.bar = Progress(
-                TextColumn("rewriting"),
-                BarColumn(),
-                DownloadColumn(),
-                TextColumn("{task.fields[objects]} objects"),
-                TimeElapsedColumn(),
-                console=render.stderr(),
-                transient=True,
-            )
-            self.bar.__enter__()
-            self.task = self.bar.add_task("rewrite", total=None, objects=0)
-        return self
-
-    def __call__(self, result: RewriteResult) -> None:
-        if self.bar is not None and self.task is not None:
-            done = self.bar.tasks[0].fields["objects"] + 1
-            self.bar.update(self.task, advance=result.output.bytes, objects=done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
 
 
 def history_cmd(

@@ -16,7 +16,7 @@ from engine.cli import render
 from engine.cli.choices import ExecutorOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, table_arg, tenant_arg
-from engine.cli.restore_cmds import job_action, print_outcome, progress_bar, restore_point
+from engine.cli.restore_cmds import job_action, print_outcome, restore_point
 from engine.cli.restore_render import plan_json, plan_table
 from engine.executors.base import decide_executor
 from engine.pipeline import ExecutorName, RestorePlan
@@ -120,9 +120,9 @@ def restore_table_cmd(
         lambda: plan_table_restore(
             store.catalog, tenant, table, point, to=to, to_tenant=to_tenant
         ),
-        lambda report: restore_table(
+        lambda: restore_table(
             store, tenant, table, point, to=to, to_tenant=to_tenant,
-            executor=executor, verify=verify, progress=report,
+            executor=executor, verify=verify,
         ),
         executor=executor,
         dry_run=dry_run,
@@ -181,9 +181,9 @@ def restore_database_cmd(
         lambda: plan_database_restore(
             store.catalog, tenant, database, point, to=to, to_tenant=to_tenant
         ),
-        lambda report: restore_database(
+        lambda: restore_database(
             store, tenant, database, point, to=to, to_tenant=to_tenant,
-            executor=executor, verify=verify, progress=report,
+            executor=executor, verify=verify,
         ),
         executor=executor,
         dry_run=dry_run,
@@ -222,7 +222,7 @@ def undrop_cmd(
     store = state.store()
     _run(
         lambda: plan_table_restore(store.catalog, tenant, table, None, to=as_name, undrop=True),
-        lambda report: undrop_table(store, tenant, table, as_name=as_name, executor=executor),
+        lambda: undrop_table(store, tenant, table, as_name=as_name, executor=executor),
         executor=executor,
         dry_run=dry_run,
         yes=True,  # an undrop replaces nothing
@@ -250,7 +250,7 @@ def _job_given(
 
 def _run(
     make_plan: Callable[[], RestorePlan],
-    run: Callable[..., object],
+    run: Callable[[], object],
     *,
     executor: ExecutorName,
     dry_run: bool,
@@ -285,8 +285,7 @@ def _run(
                     "the current tables stay readable at earlier times (undo by restoring to one)",
                 ],
             )
-    with progress_bar(as_json) as report:
-        outcome = run(report)
+    outcome = run()
     print_outcome(outcome, as_json)  # type: ignore[arg-type]
 
 

@@ -22,6 +22,7 @@ with the commit clock, which a backup restore may push ahead
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from engine.gc.clocks import aged, real_now
@@ -34,6 +35,7 @@ from tenants.catalog.gc import (
     unreferenced_objects,
 )
 from tenants.objectstore import ObjectStore
+from tenants.progress import step
 from tenants.times import US
 
 log = logging.getLogger(__name__)
@@ -114,7 +116,16 @@ def finish_pending(
         pending = pending_deletions(tx)
     if not pending:
         return 0, 0, 0
-    objects.delete_many(r["object_key"] for r in pending)
+    with step(
+        f"deleting {len(pending)} objects", sum(int(r["byte_size"]) for r in pending)
+    ) as deleting:
+
+        def keys() -> Iterator[str]:
+            for r in pending:
+                yield r["object_key"]
+                deleting.advance(int(r["byte_size"]))
+
+        objects.delete_many(keys())
     ids = [r["object_id"] for r in pending]
     with catalog.transaction() as tx:
         forget_collected(tx, ids)

@@ -37,6 +37,7 @@ from tenants.lineage import resolve_point
 from tenants.object_writer import ObjectWriter
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import encode
+from tenants.progress import Share, Step, step
 from tenants.reads import ReadPlan, plan_read, stream_visible
 from tenants.row_hash import RowHasher
 from tenants.store import TableStore
@@ -53,7 +54,12 @@ class DumpResult:
 
 
 def _dump_table_locally(
-    store: TableStore, plan: ReadPlan, dest: ObjectStore, root: str, target_bytes: int
+    store: TableStore,
+    plan: ReadPlan,
+    dest: ObjectStore,
+    root: str,
+    target_bytes: int,
+    dumping: Step,
 ) -> DumpTable:
     """Stream the table's visible rows (key order) into files of about the target
     size, each hashed as it is written."""
@@ -65,11 +71,15 @@ def _dump_table_locally(
     files: list[DumpFile] = []
     hashes: list[str] = []
     writer: PartWriter | None = None
+    share = Share(dumping, stored, sum(o.rows for o in plan.objects))
     for rows in stream_visible(store.objects, plan):
+        share.rows(rows.num_rows)
         while rows.num_rows:
             if writer is None:
                 path = f"{folder}/part-{len(files):05d}.parquet"
-                writer = PartWriter(dest, root, path, table.schema.arrow(), table.schema.primary_key)
+                writer = PartWriter(
+                    dest, root, path, table.schema.arrow(), table.schema.primary_key
+                )
             room = capacity - writer.rows
             writer.write(rows.slice(0, room))
             rows = rows.slice(room)
@@ -78,6 +88,7 @@ def _dump_table_locally(
                 writer = None
     if writer is not None:
         files, hashes = _finished(writer, files, hashes)
+    share.finish()
     if not files:  # an empty table still gets one (empty) file: its schema travels
         files, hashes = _empty_part(dest, root, folder, table.schema.arrow())
     return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "row-parts")
@@ -298,11 +309,14 @@ def write_dump(
     started = time.perf_counter()
     root = root.rstrip("/")
     dumped = []
-    for plan in reads:
-        if reader == "spark":
-            dumped.append(_dump_table_by_executors(store, plan, dest, root, target_bytes))
-        else:
-            dumped.append(_dump_table_locally(store, plan, dest, root, target_bytes))
+    work = sum(o.bytes for plan in reads for o in plan.objects)
+    with step(f"dumping {holder.name}", work) as dumping:
+        for plan in reads:
+            if reader == "spark":
+                dumped.append(_dump_table_by_executors(store, plan, dest, root, target_bytes))
+                dumping.advance(sum(o.bytes for o in plan.objects))
+            else:
+                dumped.append(_dump_table_locally(store, plan, dest, root, target_bytes, dumping))
     manifest = DumpManifest(
         FORMAT,
         FORMAT_VERSION,

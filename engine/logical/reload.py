@@ -47,6 +47,7 @@ from tenants.handover import hand_over_name
 from tenants.loads import load_into
 from tenants.object_reader import open_object
 from tenants.objectstore import ObjectStore
+from tenants.progress import step
 from tenants.reads import plan_read, stream_visible
 from tenants.store import TableStore
 from tenants.tenancy import (
@@ -165,20 +166,25 @@ def _load(
     checkpoint: Callable[[], None] | None,
 ) -> int:
     rows = 0
-    for table in manifest.tables:
-        target = targets[(table.database, table.name)]
-        for entry in table.files:
-            if checkpoint is not None:
-                checkpoint()
-            if entry.rows:
-                # One commit per file, streamed: its size and sha256 are checked
-                # as it is read (open_object), its rows never held at once.
-                with open_object(dump, part_record(root, entry)) as reader:
-                    batches = reader.batches(target.schema.names)
-                    loaded = load_into(store.catalog, store.objects, staging, target, batches, None)
-                rows += loaded.upserted
-            else:
-                check_file(dump, root, entry)
+    work = sum(entry.bytes for table in manifest.tables for entry in table.files)
+    with step(f"reloading {manifest.source_tenant}", work) as reloading:
+        for table in manifest.tables:
+            target = targets[(table.database, table.name)]
+            for entry in table.files:
+                if checkpoint is not None:
+                    checkpoint()
+                if entry.rows:
+                    # One commit per file, streamed: its size and sha256 are checked
+                    # as it is read (open_object), its rows never held at once.
+                    with open_object(dump, part_record(root, entry)) as reader:
+                        batches = reader.batches(target.schema.names)
+                        loaded = load_into(
+                            store.catalog, store.objects, staging, target, batches, None
+                        )
+                    rows += loaded.upserted
+                else:
+                    check_file(dump, root, entry)
+                reloading.advance(entry.bytes)
     return rows
 
 

@@ -65,6 +65,7 @@ from tenants.catalog import Tx
 from tenants.catalog.jobs import mark_installed
 from tenants.catalog.pins import release_pins
 from tenants.errors import InvalidArgument, RewindError
+from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord
 
@@ -327,17 +328,20 @@ def _rewrite(
     results = finished_results(store.catalog, job.id)
     done = {r.task_id for r in results}
     pending = [t for t in job.plan.tasks if t.task_id not in done]
-    executor = executors.build(
-        executors.decide(job.executor, sum(t.input.bytes for t in pending))
-    )
+    executor = executors.build(executors.decide(job.executor, sum(t.input.bytes for t in pending)))
 
-    def on_result(result: RewriteResult) -> None:
-        lease.poll()  # one small read per task: a stop request is seen within a task
-        record_result(store.catalog, job.id, result)
-        if progress:
-            progress(result)
+    size = {t.task_id: t.input.bytes for t in pending}
+    what = f"rewriting {len(pending)} object{'' if len(pending) == 1 else 's'}"
+    with step(what, sum(size.values())) as rewriting:
 
-    results += executor.rewrite(store.objects, pending, on_result)
+        def on_result(result: RewriteResult) -> None:
+            lease.poll()  # one small read per task: a stop request is seen within a task
+            record_result(store.catalog, job.id, result)
+            rewriting.advance(size.get(result.task_id, 0))
+            if progress:
+                progress(result)
+
+        results += executor.rewrite(store.objects, pending, on_result)
     return results, executor.name
 
 
