@@ -108,7 +108,7 @@ def stream_visible(
     left = limit
     if left == 0 or not plan.objects:
         return
-    records = [o for o in plan.objects if keys is None or keys.may_hold(o)]
+    records = [o for o in plan.objects if keys is None or keys.may_hold(o, key_schema)]
     whole = limit is None and keys is None
     with ExitStack() as stack:
         sources = []
