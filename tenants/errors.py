@@ -35,6 +35,11 @@ class NotFound(LookupError, RewindError):
     """A tenant, database, table, snapshot or object that does not exist."""
 
 
+class MissingDependency(ImportError, RewindError):
+    """An optional package a feature needs is not installed (or too old); the
+    message says which and how to install it."""
+
+
 class UnprotectedTime(InvalidArgument):
     """A time no snapshot, PITR window or "now" protects: its history may be gone."""
 
