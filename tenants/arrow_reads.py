@@ -47,6 +47,8 @@ from tenants.snapshots import snapshot_name
 from tenants.tenancy import find_tenant
 from tenants.times import parse_time
 
+__all__ = ["ArrowRead", "KeyRange", "Keys", "plan_arrow_read", "read_arrow"]
+
 Keys = KeyRange | tuple[Any, Any]
 """A primary-key range, both ends inclusive: a :class:`KeyRange`, or ``(low, high)``
 where each end is None (unbounded), a value of the first key column, or a tuple
@@ -67,7 +69,7 @@ class Store(Protocol):
     def objects(self) -> ObjectStore: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a pyarrow Expression's == is an expression, not a bool
 class ArrowRead:
     """A read planned and checked: one table at one time, with what to show of it.
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
+__all__ = ["to_duckdb", "to_polars"]
+
 INSTALL_HINT = "pip install 'rewind[engines]'"
 
 

@@ -341,63 +341,61 @@ def test_a_missing_engine_says_how_to_install_it(
 # --- bad requests: refused at the call, before any object is read ------------------------
 
 
-@pytest.mark.parametrize(
-    ("arguments", "error", "message"),
-    [
-        ({"tenant": "nobody"}, NotFound, "tenant 'nobody' does not exist"),
-        (
-            {"table": "shop.nothing"},
-            NotFound,
-            r"table shop\.nothing does not exist in tenant 'acme'",
-        ),
-        ({"table": "orders"}, InvalidName, "expected DB.TABLE"),
-        ({"snapshot": "sun"}, NotFound, "tenant 'acme' has no snapshot 'sun'"),
-        ({"snapshot": "bad name"}, InvalidName, "invalid snapshot name"),
-        ({"ts": 1}, UnprotectedTime, "is not protected for tenant 'acme'"),
-        ({"at": "2001-01-01T00:00:00Z"}, UnprotectedTime, "is not protected for tenant 'acme'"),
-        ({"at": "yesterday"}, InvalidArgument, "invalid time"),
-        ({"ts": "1"}, InvalidArgument, "give an int of µs"),
-        (
-            {"snapshot": "mon", "ts": 5},
-            InvalidArgument,
-            "one of snapshot, ts or at, not snapshot and ts",
-        ),
-        (
-            {"columns": ["id", "nope"]},
-            NotFound,
-            r"shop\.orders of tenant 'acme' has no column 'nope'",
-        ),
-        ({"columns": ["__ts"]}, NotFound, "has no column '__ts'"),
-        ({"columns": []}, InvalidArgument, "one or more of id, region"),
-        ({"columns": ["qty", "qty"]}, InvalidArgument, "'qty' is named twice"),
-        ({"keys": ("a", None)}, InvalidArgument, "'a' is not a int64 for key column 'id'"),
-        ({"keys": ((1, "eu", 3), None)}, InvalidArgument, r"up to 2 value\(s\) for \(id, region\)"),
-        ({"keys": (1, 2, 3)}, InvalidArgument, r"give \(low, high\)"),
-        ({"filter": pc.field("nope") > 1}, InvalidArgument, r"FieldRef\.Name\(nope\).*its columns"),
-        ({"filter": pc.field("note") > 1}, InvalidArgument, "cannot run on acme/shop.orders"),
-        ({"filter": "qty > 1"}, InvalidArgument, "give a pyarrow.compute.Expression"),
-        ({"limit": -1}, InvalidArgument, "invalid limit"),
-        ({"batch_rows": 0}, InvalidArgument, "invalid batch_rows"),
-    ],
-)
+BAD_REQUESTS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"tenant": "nobody"}, NotFound, "tenant 'nobody' does not exist"),
+    (
+        {"table": "shop.nothing"},
+        NotFound,
+        r"table shop\.nothing does not exist in tenant 'acme'",
+    ),
+    ({"table": "orders"}, InvalidName, "expected DB.TABLE"),
+    ({"snapshot": "sun"}, NotFound, "tenant 'acme' has no snapshot 'sun'"),
+    ({"snapshot": "bad name"}, InvalidName, "invalid snapshot name"),
+    ({"ts": 1}, UnprotectedTime, "is not protected for tenant 'acme'"),
+    ({"at": "2001-01-01T00:00:00Z"}, UnprotectedTime, "is not protected for tenant 'acme'"),
+    ({"at": "yesterday"}, InvalidArgument, "invalid time"),
+    ({"ts": "1"}, InvalidArgument, "give an int of µs"),
+    (
+        {"snapshot": "mon", "ts": 5},
+        InvalidArgument,
+        "one of snapshot, ts or at, not snapshot and ts",
+    ),
+    (
+        {"columns": ["id", "nope"]},
+        NotFound,
+        r"shop\.orders of tenant 'acme' has no column 'nope'",
+    ),
+    ({"columns": ["__ts"]}, NotFound, "has no column '__ts'"),
+    ({"columns": []}, InvalidArgument, "one or more of id, region"),
+    ({"columns": ["qty", "qty"]}, InvalidArgument, "'qty' is named twice"),
+    ({"keys": ("a", None)}, InvalidArgument, "'a' is not a int64 for key column 'id'"),
+    ({"keys": ((1, "eu", 3), None)}, InvalidArgument, r"up to 2 value\(s\) for \(id, region\)"),
+    ({"keys": (1, 2, 3)}, InvalidArgument, r"give \(low, high\)"),
+    ({"filter": pc.field("nope") > 1}, InvalidArgument, r"FieldRef\.Name\(nope\).*its columns"),
+    ({"filter": pc.field("note") > 1}, InvalidArgument, "cannot run on acme/shop.orders"),
+    ({"filter": "qty > 1"}, InvalidArgument, "give a pyarrow.compute.Expression"),
+    ({"limit": -1}, InvalidArgument, "invalid limit"),
+    ({"batch_rows": 0}, InvalidArgument, "invalid batch_rows"),
+]
+
+
 def test_a_bad_request_is_refused_when_made_naming_what_is_wrong(
-    store: TableStore,
-    history: dict[str, int],
-    arguments: dict[str, Any],
-    error: type[Exception],
-    message: str,
+    store: TableStore, history: dict[str, int]
 ) -> None:
+    """Each of :data:`BAD_REQUESTS`, through read_arrow, to_duckdb and to_polars
+    (one history for all: building it is most of the cost)."""
     view, counter = counting(store)
-    call = {"tenant": "acme", "table": "shop.orders"} | arguments
-    tenant, table = call.pop("tenant"), call.pop("table")
-    with pytest.raises(error, match=message):
-        read_arrow(view, tenant, table, **call)
-    engine_call = {k: v for k, v in call.items() if k not in ("limit", "batch_rows")}
-    if engine_call == call:
+    for arguments, error, message in BAD_REQUESTS:
+        call = {"tenant": "acme", "table": "shop.orders"} | arguments
+        tenant, table = call.pop("tenant"), call.pop("table")
         with pytest.raises(error, match=message):
-            to_duckdb(view, tenant, table, connection=duckdb.connect(), **engine_call)
-        with pytest.raises(error, match=message):
-            to_polars(view, tenant, table, **engine_call)
+            read_arrow(view, tenant, table, **call)
+        engine_call = {k: v for k, v in call.items() if k not in ("limit", "batch_rows")}
+        if engine_call == call:
+            with pytest.raises(error, match=message):
+                to_duckdb(view, tenant, table, connection=duckdb.connect(), **engine_call)
+            with pytest.raises(error, match=message):
+                to_polars(view, tenant, table, **engine_call)
     assert counter.touched == []
 
 
