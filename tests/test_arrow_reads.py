@@ -196,6 +196,21 @@ def test_selected_columns_are_the_only_ones_decoded_beside_the_key_and_ts(
     }
 
 
+def test_a_snapshot_after_an_in_place_restore_reads_the_retired_tenant(
+    store: TableStore, history: dict[str, int]
+) -> None:
+    """After acme is restored in place to mon, tue lives in the retired tenant:
+    read_arrow follows the name's lineage there, as every read does."""
+    from engine.restore.job import restore_tenant
+
+    at_tue = store.read("acme", "shop", "orders", "tue")
+    at_mon = store.read("acme", "shop", "orders", "mon")
+    restore_tenant(store, "acme", "mon", executor="local")
+    assert read_arrow(store, "acme", "shop.orders", snapshot="tue").read_all().equals(at_tue)
+    assert read_arrow(store, "acme", "shop.orders", ts=history["late"]).read_all().equals(at_tue)
+    assert read_arrow(store, "acme", "shop.orders").read_all().equals(at_mon)
+
+
 # --- filters: after visibility, never before -----------------------------------------------
 
 
