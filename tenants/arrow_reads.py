@@ -77,7 +77,7 @@ class ArrowRead:
     opened from it (:meth:`batches`, :meth:`reader`, ``__arrow_c_stream__``) shows
     the same rows: a DuckDB relation or a polars LazyFrame over it can run any
     number of queries. The objects are not pinned (docs/engines.md, "A long
-    read"): one GC collected since the plan raises ``ObjectMissing``.
+    read"): an object GC collected since the plan raises ``ObjectMissing``.
     """
 
     objects: ObjectStore
