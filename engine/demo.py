@@ -45,7 +45,7 @@ from engine.cli.app import main as rewind_main
 from engine.restore.history import commit_history
 from tenants.config import S3Settings
 from tenants.embedded_s3 import EmbeddedS3, embedded_s3
-from tenants.errors import MissingExtra
+from tenants.errors import MissingDependency
 from tenants.objectstore import open_object_store
 from tenants.store import TableStore
 
@@ -393,7 +393,7 @@ def main() -> int:
     except DemoFailed as e:
         console.print(Text.assemble(("demo failed: ", "bold red"), str(e)))
         return 1
-    except MissingExtra as e:
+    except MissingDependency as e:
         console.print(Text.assemble(("demo cannot start: ", "bold red"), e.message))
         return 1
     except Exception:

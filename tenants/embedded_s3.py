@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tenants.config import S3Settings
-from tenants.errors import MissingExtra
+from tenants.errors import MissingDependency
 
 # moto accepts any credentials; these are placeholders, not secrets.
 PLACEHOLDER_KEY = "rewind-local"
@@ -58,13 +58,13 @@ def start_embedded_s3(port: int | None = None) -> EmbeddedS3:
     """Start moto's S3 server on 127.0.0.1 (a free port unless given).
 
     Raises:
-        MissingExtra: moto is not installed (it is the ``local-s3`` extra, not a
+        MissingDependency: moto is not installed (it is the ``local-s3`` extra, not a
             core dependency: production talks to a real S3).
     """
     try:
         from moto.server import ThreadedMotoServer
     except ImportError as error:
-        raise MissingExtra(
+        raise MissingDependency(
             f"a local S3 server needs moto ({error.name or 'moto'} is not installed): "
             "pip install 'rewind[local-s3]'"
         ) from None

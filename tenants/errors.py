@@ -35,6 +35,11 @@ class NotFound(LookupError, RewindError):
     """A tenant, database, table, snapshot or object that does not exist."""
 
 
+class MissingDependency(ImportError, RewindError):
+    """An optional package a feature needs is not installed (or too old); the
+    message says which and how to install it."""
+
+
 class UnprotectedTime(InvalidArgument):
     """A time no snapshot, PITR window or "now" protects: its history may be gone."""
 
@@ -119,8 +124,3 @@ class ClusterMisconfigured(RewindError):
 class TaskFailed(RewindError):
     """A Spark task failed for a reason that is not one of Rewind's own errors;
     the message names the job, the worker and the task's exception."""
-
-
-class MissingExtra(RewindError):
-    """An optional dependency a feature needs is not installed; the message names
-    the feature and the ``pip install 'rewind[...]'`` that brings it."""

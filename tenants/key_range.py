@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tenants.errors import InvalidArgument
+from tenants.merge import typed_key
 from tenants.objects import ObjectRecord
 
 
@@ -40,15 +41,25 @@ class KeyRange:
             return None
         return cls(_parse_key(low, key_schema), _parse_key(high, key_schema))
 
-    def may_hold(self, record: ObjectRecord) -> bool:
-        """False only if the object's recorded keys all lie outside the range."""
+    def may_hold(self, record: ObjectRecord, key_schema: pa.Schema) -> bool:
+        """False only if the object's recorded keys all lie outside the range.
+
+        The recorded first and last keys are read back as typed values
+        (tenants.merge.typed_key); where JSON cannot say a key exactly (decimals,
+        bytes, times are recorded as text that need not sort like them), the
+        object is read. A bound shorter than the key is a prefix: its keys are
+        the ones that start with it, so only as many columns are compared.
+        """
+        first = typed_key(record.min_pk, key_schema)
+        last = typed_key(record.max_pk, key_schema)
+        if first is None or last is None:
+            return True
         try:
-            first, last = json.loads(record.min_pk), json.loads(record.max_pk)
-            if self.high is not None and first > _as_json(self.high):
+            if self.high is not None and first[: len(self.high)] > self.high:
                 return False
-            return not (self.low is not None and last < _as_json(self.low))
-        except (TypeError, ValueError):
-            return True  # keys that JSON does not order like Arrow: read the object
+            return not (self.low is not None and last[: len(self.low)] < self.low)
+        except TypeError:
+            return True  # a bound of another type than the key: let the rows decide
 
     def row_groups(self, parquet: pq.ParquetFile, first_key: str) -> list[int] | None:
         """Row groups whose first key column may hold keys in range (None: all)."""
@@ -94,10 +105,6 @@ def _compare(rows: pa.Table, keys: Sequence[str], bound: tuple[Any, ...], strict
         tail = equal if result is None else pc.and_(equal, result)
         result = pc.or_(strict(column, scalar), tail)
     return result
-
-
-def _as_json(key: tuple[Any, ...]) -> Any:
-    return json.loads(json.dumps(list(key), default=str))
 
 
 def _parse_key(text: str | None, key_schema: pa.Schema) -> tuple[Any, ...] | None:

@@ -13,7 +13,7 @@ object; a reader that wants the first N rows stops after N.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tenants.catalog import Catalog, Tx
+from tenants.errors import InvalidArgument, NotFound
 from tenants.key_range import KeyRange
 from tenants.lineage import require_data, resolve_point
 from tenants.merge import MergeInput, gather, merge_rounds, typed_key
@@ -89,27 +90,36 @@ def stream_visible(
     *,
     limit: int | None = None,
     keys: KeyRange | None = None,
-) -> Iterator[pa.Table]:
+    columns: Sequence[str] | None = None,
+) -> Generator[pa.Table, None, None]:
     """Visible rows of the plan's table at its time, in primary-key order, a round
     at a time (see the module doc).
 
     With ``limit``, at most that many rows, read in small batches; with ``keys``,
     only that key range, skipping objects and row groups outside it
-    (tenants.key_range). Either is a partial read, done without each object's
-    whole-file checksum (a partial read cannot have it; every page read is
-    still CRC-checked): the first rows of a huge table come after reading a
-    little of each object, not all of it.
+    (tenants.key_range); with ``columns``, only those columns, in that order:
+    objects are read with the key, ``__ts`` and those columns alone (the key
+    decides visibility whether it is shown or not). Any of them is a partial
+    read, done without each object's whole-file checksum (a partial read
+    cannot have it; every page read is still CRC-checked): the first rows of a
+    huge table come after reading a little of each object, not all of it.
+
+    Raises:
+        NotFound: ``columns`` names a column the table does not have at the
+            plan's time.
     """
-    schema = plan.table.schema
+    schema = plan.table.schema if columns is None else narrowed(plan, columns)
+    names = schema.names if columns is None else list(columns)
     target = schema.arrow()
+    shown = pa.schema([target.field(n) for n in names])
     key_schema = schema.key_arrow()
     pk = list(schema.primary_key)
     batch_rows = None if limit is None else max(1024, min(limit + 1, 64 * 1024))
     left = limit
     if left == 0 or not plan.objects:
         return
-    records = [o for o in plan.objects if keys is None or keys.may_hold(o)]
-    whole = limit is None and keys is None
+    records = [o for o in plan.objects if keys is None or keys.may_hold(o, key_schema)]
+    whole = limit is None and keys is None and columns is None
     with ExitStack() as stack:
         sources = []
         data_sources = []
@@ -132,7 +142,7 @@ def stream_visible(
             rows = gather(round_, events.filter(visible), data_sources, projected)
             if rows is None or rows.num_rows == 0:
                 continue
-            rows = rows.select(schema.names).cast(target)
+            rows = rows.select(names).cast(shown)
             if left is not None:
                 if rows.num_rows > left:
                     rows = rows.slice(0, left)
@@ -140,6 +150,34 @@ def stream_visible(
             yield rows
             if left == 0:
                 return
+
+
+def narrowed(plan: ReadPlan, columns: Sequence[str]) -> TableSchema:
+    """The plan's schema cut down to ``columns`` and the primary key, in table order:
+    what a read of those columns must take from each object.
+
+    Raises:
+        NotFound: a column the table does not have at the plan's time (``__ts``
+            included: internal columns are never shown).
+        InvalidArgument: no column, or one named twice.
+    """
+    schema = plan.table.schema
+    if isinstance(columns, str) or not columns:
+        raise InvalidArgument(
+            f"columns of {plan.where}: give a list of one or more of {', '.join(schema.names)}"
+            " (or none, for all of them)"
+        )
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown:
+        raise NotFound(
+            f"table {plan.table.qualified} of tenant {plan.tenant.name!r} has no column "
+            f"{unknown[0]!r} at ts {plan.as_of}; its columns then: {', '.join(schema.names)}"
+        )
+    twice = sorted({c for c in columns if list(columns).count(c) > 1})
+    if twice:
+        raise InvalidArgument(f"columns of {plan.where}: {twice[0]!r} is named twice")
+    keep = set(columns) | set(schema.primary_key)
+    return TableSchema(tuple(c for c in schema.columns if c.name in keep), schema.primary_key)
 
 
 def _events_at(
@@ -166,7 +204,11 @@ def _conformed(
 ) -> Iterator[pa.RecordBatch]:
     pk = list(schema.primary_key)
     groups = None if keys is None else keys.row_groups(reader.parquet, pk[0])
-    for batch in reader.batches(batch_rows=batch_rows, row_groups=groups):
+    # Only the columns the schema shows (a tombstone: the key) and __ts are
+    # decoded; columns added since the object was written are filled by project.
+    stored = set(reader.parquet.schema_arrow.names)
+    wanted = [n for n in (pk if keys_only else schema.names) if n in stored] + [TS]
+    for batch in reader.batches(wanted, batch_rows=batch_rows, row_groups=groups):
         rows = pa.Table.from_batches([batch])
         rows = rows.filter(pc.less_equal(rows.column(TS), as_of))
         if keys is not None:

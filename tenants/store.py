@@ -11,13 +11,16 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from tenants.arrow_reads import Keys, read_arrow
 from tenants.catalog import Catalog, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
 from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
 from tenants.lineage import resolve_point
 from tenants.loads import load
+from tenants.object_reader import BATCH_ROWS
 from tenants.objects import ObjectRecord, tenant_objects
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.pitr import PitrWindow, get_pitr, set_pitr
@@ -294,6 +297,38 @@ class TableStore:
         if reader == "spark":
             return read_spark(self.objects, plan)
         return read_local(self.objects, plan)
+
+    def read_arrow(
+        self,
+        tenant: str,
+        table: str,
+        *,
+        snapshot: str | None = None,
+        ts: int | None = None,
+        at: str | None = None,
+        columns: Sequence[str] | None = None,
+        keys: Keys | None = None,
+        filter: pc.Expression | None = None,
+        limit: int | None = None,
+        batch_rows: int = BATCH_ROWS,
+    ) -> pa.RecordBatchReader:
+        """Visible rows of ``table`` (``"db.table"``) at a snapshot or time, streamed
+        as Arrow batches in primary-key order, for DuckDB, polars, pandas and the
+        like: see :func:`tenants.arrow_reads.read_arrow` (arguments, errors) and
+        docs/engines.md (filters, how long a read may take)."""
+        return read_arrow(
+            self,
+            tenant,
+            table,
+            snapshot=snapshot,
+            ts=ts,
+            at=at,
+            columns=columns,
+            keys=keys,
+            filter=filter,
+            limit=limit,
+            batch_rows=batch_rows,
+        )
 
     def load(
         self,

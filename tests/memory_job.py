@@ -43,6 +43,9 @@ def main() -> None:
     if job["what"] == "load":
         load(job)
         return
+    if job["what"] == "engine":
+        engine(job)
+        return
     from engine.executors.task import run_task
     from engine.pipeline import RewriteTask
     from tenants.config import S3Settings
@@ -103,6 +106,44 @@ def load(job: dict[str, object]) -> None:
     result = store.load("acme", "db", "t", read_batches(Path(str(job["csv"])), target))
     peak = status_kib("VmHWM")
     print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": result.upserted}))
+
+
+def engine(job: dict[str, object]) -> None:
+    """A whole table at a snapshot through one engine (tenants.interop): an Arrow
+    reader drained batch by batch, a DuckDB aggregate, or a polars LazyFrame
+    aggregated by its streaming engine. A small table goes through the same
+    engine first, so the baseline has its code and arenas warm."""
+    from tenants.store import TableStore  # first: it configures the allocator
+
+    store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))
+    how = str(job["engine"])
+
+    def run(table: str) -> int:
+        if how == "arrow":
+            reader = store.read_arrow("acme", f"db.{table}", snapshot="s")
+            return sum(batch.num_rows for batch in reader)
+        if how == "duckdb":
+            from tenants.interop import to_duckdb
+
+            relation = to_duckdb(store, "acme", f"db.{table}", snapshot="s")
+            [(rows, _)] = relation.aggregate("count(*), sum(octet_length(p))").fetchall()
+            return int(rows)
+        if how == "polars":
+            import polars as pl
+
+            from tenants.interop import to_polars
+
+            lazy = to_polars(store, "acme", f"db.{table}", snapshot="s")
+            assert isinstance(lazy, pl.LazyFrame)
+            frame = lazy.select(pl.len(), pl.col("p").bin.size().sum()).collect(engine="streaming")
+            return int(frame.item(0, 0))
+        raise SystemExit(f"unknown engine {how!r}")
+
+    run("warm")
+    baseline = start_measuring()
+    rows = run("t")
+    peak = status_kib("VmHWM")
+    print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": rows}))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tenants.embedded_s3 import start_embedded_s3
-from tenants.errors import MissingExtra
+from tenants.errors import MissingDependency
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -37,7 +37,7 @@ def test_moto_is_an_extra_not_a_core_dependency():
 
 def test_a_local_s3_server_without_moto_names_the_extra(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "moto.server", None)  # import fails as if not installed
-    with pytest.raises(MissingExtra, match=r"pip install 'rewind\[local-s3\]'"):
+    with pytest.raises(MissingDependency, match=r"pip install 'rewind\[local-s3\]'"):
         start_embedded_s3()
 
 

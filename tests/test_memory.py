@@ -216,3 +216,68 @@ def test_rewind_allocates_through_jemalloc_where_pyarrow_has_it() -> None:
     assert done.returncode == 0, done.stderr
     expected = allocator.ENVIRONMENT.get("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
     assert done.stdout.strip() == expected
+
+
+@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)
+def test_a_table_at_a_snapshot_streams_through_each_engine_in_a_fraction_of_its_size(
+    tmp_path: Path, new_catalog_uri, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 500 MB table (twenty appends, then updates and deletes across them) read at
+    a snapshot through read_arrow, DuckDB and polars (tenants.interop): after a
+    warm-up read of a 50 MB table of the same shape, each grows the process by a
+    fraction of the visible rows' size, which holding them would take. Measured:
+    about 80-125 MB, the same for half the table (memory grows with how many
+    objects overlap, a few batches each, never with the table's size:
+    docs/engines.md)."""
+    from tenants.schema import Column, TableSchema
+    from tenants.store import TableStore
+
+    monkeypatch.setattr(object_writer, "ROW_GROUP_ROWS", PRODUCTION_ROW_GROUP)
+    catalog = new_catalog_uri()
+    warehouse = f"file://{tmp_path / 'warehouse'}"
+    store = TableStore.open(catalog, warehouse)
+    store.create_tenant("acme")
+    schema = TableSchema((Column("id", "int64", nullable=False), Column("p", "binary")), ("id",))
+    rng = np.random.default_rng(5)
+    rows, width = 120_000, 200
+
+    def payload(count: int) -> pa.Array:
+        noise = rng.integers(0, 256, size=count * width, dtype=np.uint8)
+        offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
+        return pa.BinaryArray.from_buffers(
+            pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(noise)]
+        )
+
+    visible = {}
+    for table, commits in (("warm", 2), ("t", 20)):
+        store.create_table("acme", "db", table, schema)
+        for commit in range(commits):
+            ids = np.arange(commit * rows, (commit + 1) * rows, dtype=np.int64)
+            store.write("acme", "db", table, upserts=pa.table({"id": ids, "p": payload(rows)}))
+        changed = rng.choice(commits * rows, size=2_000, replace=False)
+        store.write(
+            "acme",
+            "db",
+            table,
+            upserts=pa.table({"id": changed[:1_000], "p": payload(1_000)}),
+            deletes=pa.table({"id": changed[1_000:]}),
+        )
+        visible[table] = commits * rows - 1_000
+    store.create_snapshot("acme", "s")
+    store.write("acme", "db", "t", deletes=pa.table({"id": np.arange(0, rows, dtype=np.int64)}))
+    visible_mb = visible["t"] * (width + 8 + 4) / MB  # Arrow: id, payload, its offset
+    assert visible_mb > 500
+
+    grew = {}
+    for engine in ("arrow", "duckdb", "polars"):
+        report = run_job(
+            {"what": "engine", "engine": engine, "catalog": catalog, "warehouse": warehouse}
+        )
+        assert report["rows"] == visible["t"], engine
+        grew[engine] = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
+    print({engine: f"{mb:.0f} MB" for engine, mb in grew.items()}, f"visible {visible_mb:.0f} MB")
+    for engine, growth_mb in grew.items():
+        assert growth_mb < visible_mb / 3, (
+            f"reading {visible_mb:.0f} MB of visible rows through {engine} grew the process "
+            f"by {growth_mb:.0f} MB"
+        )

@@ -6,7 +6,8 @@ fresh clone has at its root (``examples/``), after its set-up: ``.venv/bin/
 activate`` here puts a ``rewind`` on PATH that runs this checkout's CLI
 (``python -m engine.cli.app`` with this checkout on PYTHONPATH). The
 ``REWIND_HOME`` the tour exports holds the catalog and a ``file://``
-warehouse. If the README and the CLI drift apart, this test fails.
+warehouse. If the README and the CLI drift apart, this test fails. Then the
+Python block under "Other engines" runs against the tour's tenant.
 
 The demo (``make demo``) leaves its story where the README says,
 ``.rewind-demo/``, for the commands the README names.
@@ -26,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADING = "## A five-minute tour"
+ENGINES_HEADING = "## Other engines"
 
 
 def tour_block(readme: str) -> str:
@@ -103,6 +105,23 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     loaded = rows_of(clone / "examples" / "orders.csv")
     assert query("shop.orders") == loaded
     assert query("shop.orders_mon") == loaded
+
+    # The README's DuckDB example reads the tour's tenant at its snapshot.
+    engines = (ROOT / "README.md").read_text()
+    engines = engines[engines.index(ENGINES_HEADING) :]
+    match = re.search(r"```python\n(.*?)```", engines, re.DOTALL)
+    assert match is not None, "no ```python block under the engines heading"
+    example = subprocess.run(
+        [sys.executable, "-c", match.group(1)],
+        cwd=clone,
+        env=env | {"REWIND_HOME": str(clone / ".rewind"), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert example.returncode == 0, example.stderr[-3000:]
+    total = sum(int(str(r["qty"])) for r in loaded)
+    assert example.stdout.strip() == f"[({len(loaded)}, {total})]"
 
 
 def test_the_tours_sample_files_match_its_table() -> None:

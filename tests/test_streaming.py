@@ -349,7 +349,7 @@ def test_a_key_range_reads_what_a_filter_of_everything_shows(table_store) -> Non
         assert got.equals(expected), (low, high)
     # Objects and row groups outside the range are skipped before they are read.
     keys = KeyRange.parse("190", "260", key_schema)
-    held = [o for o in plan.objects if keys.may_hold(o)]
+    held = [o for o in plan.objects if keys.may_hold(o, key_schema)]
     assert 2 <= len(held) < len(plan.objects)
     with open_object(table_store.objects, held[0]) as reader:
         groups = keys.row_groups(reader.parquet, "id")
@@ -369,6 +369,29 @@ def test_a_multi_column_key_range_compares_as_tuples() -> None:
     ]
     prefix = KeyRange.parse("2", "2", key_schema)  # one column: every key starting with 2
     assert rows.filter(prefix.mask(rows, ["a", "b"]))["b"].to_pylist() == ["a", "m"]
+
+
+def test_an_object_is_skipped_only_when_its_keys_all_lie_outside_the_range() -> None:
+    """Bounds shorter than the key are prefixes: ``--to 3`` on (id, region) keeps an
+    object that starts at (3, "eu"). Keys the catalog records as text that does
+    not sort like them (decimals) never decide a skip (both were skipped before)."""
+    from decimal import Decimal
+
+    from tenants.key_range import KeyRange
+    from tenants.objects import ObjectRecord
+
+    def record(first: str, last: str) -> ObjectRecord:
+        return ObjectRecord("o", "k", "data", "f", 1, 1, 1, 1, first, last, True, "c", 1)
+
+    pair = pa.schema([("id", pa.int64()), ("region", pa.string())])
+    starts_at_3 = record('[3, "eu"]', '[4, "us"]')
+    assert KeyRange(None, (3,)).may_hold(starts_at_3, pair)
+    assert KeyRange((4,), None).may_hold(starts_at_3, pair)
+    assert not KeyRange(None, (2,)).may_hold(starts_at_3, pair)
+    assert not KeyRange((5,), None).may_hold(starts_at_3, pair)
+    assert not KeyRange(None, (3, "ab")).may_hold(starts_at_3, pair)
+    decimals = pa.schema([("price", pa.decimal128(6, 2))])
+    assert KeyRange((Decimal("9.5"),), None).may_hold(record('["9.50"]', '["10.00"]'), decimals)
 
 
 def test_a_key_that_is_not_of_the_key_type_is_refused() -> None:
