@@ -35,7 +35,8 @@ def read_as_of(
     events at or before the time; a window per primary key keeps the newest
     (the data version wins a tie with a tombstone). Nothing is collected to the
     driver. The DataFrame is lazy and its objects are not pinned: evaluate it
-    within GC's grace period (24 h by default), or restore the table first.
+    within GC's grace period for replaced objects (1 h by default, `rewind gc --grace`),
+    or restore the table first.
 
     Args:
         spark: the session to run on (its master decides where; on a cluster
