@@ -2025,7 +2025,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return {}
     from rich.console import Console
 
-    from benchmarks.common import finish_run, load_average
+    from benchmarks.common import RESULTS_DIR, finish_run, load_average
+    from benchmarks.plots import draw_beside
 
     console = Console() if sys.stdout.isatty() else Console(width=200)
     backends = [b for b in args.backends.split(",") if b]
@@ -2102,13 +2103,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             payload["cases"][case_name] = {"results": results, "skipped": skipped}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return finish_run(
+    result = finish_run(
         payload,
         name=name,
         started=started,
         console=console,
         report=lambda p: print_report(p, console),
     )
+    draw_beside(RESULTS_DIR / f"{name}.json", say=console.print)
+    return result
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Physical restore: what reusing objects saves, which executor to use, metadata cost.
 
-Three measurements, each in one run:
+Four measurements, each in one run (``--only`` picks some):
 
 1. **Physical vs logical** on a generated tenant (default: 50 tables, ~2,000
    objects, ~1 GB on file://, ~300 MB on moto, whose S3 server writes at
@@ -20,6 +20,16 @@ Three measurements, each in one run:
    straddler (a metadata-only restore): the objects are registered straight in
    the catalog (fake keys, ``verify="none"``: nothing is read), so the figure
    is the planner, journal and install transaction alone.
+4. **Straddling sweep**: the tenant of part 1 (smaller: default 20 tables,
+   600 commits, 200 MB on file://) built afresh at each ``--fractions`` value
+   of ``straddle_fraction`` (0, 5%, 25%, 50%, 100% of its bytes) and restored
+   physically and logically at each as in part 1, best of 2 (``--quick``: 50
+   MB, 10 tables, one run), so the curves show what reusing objects saves as
+   less of the tenant can be reused. The x axis is the fraction measured by the
+   plan (rewrite bytes ÷ tenant bytes), not the one asked for.
+
+After the JSON, ``benchmarks.plots`` draws ``<name>_straddle.png`` (part 4)
+and ``<name>_executors.png`` (part 2) beside it when matplotlib is installed.
 """
 
 from __future__ import annotations
@@ -31,7 +41,8 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -41,6 +52,7 @@ from rich.table import Table
 from benchmarks.common import (
     EVENTS_SCHEMA,
     MB,
+    RESULTS_DIR,
     Backend,
     CatalogBackend,
     finish_run,
@@ -52,6 +64,7 @@ from benchmarks.common import (
     split,
     timed,
 )
+from benchmarks.plots import draw_beside
 from engine.executors.base import AUTO_SPARK_BYTES
 from engine.restore.job import RestoreOutcome, restore_tenant
 from engine.restore.plan import plan_restore
@@ -182,29 +195,49 @@ def _outcome(outcome: RestoreOutcome, wall_s: float, store: TableStore) -> dict[
 
 
 def compare_restores(
-    backend: Backend, spec: TenantSpec, *, seed: int, verify: str = "objects"
+    backend: Backend, spec: TenantSpec, *, seed: int, verify: str = "objects", repeats: int = 1
 ) -> dict[str, Any]:
-    """Build the tenant on a fresh ``backend`` store; restore it physically and logically."""
+    """Build the tenant on a fresh ``backend`` store; restore it physically and logically.
+
+    With ``repeats`` > 1 each restore runs that many times (new clones of the
+    same tenant, physical and logical alternating) and the fastest of each is
+    reported, with every run's seconds in ``runs_s``: on a shared machine one
+    run measures the neighbours as much as the restore.
+    """
+    runs: dict[str, list[dict[str, Any]]] = {"physical": [], "logical": []}
     with open_store(backend) as store:
         built = build_tenant(store, spec, seed=seed)
-        physical, physical_s = timed(
-            lambda: restore_tenant(
-                store,
-                TENANT,
-                SNAPSHOT,
-                to="physical",
-                executor="local",
-                verify=verify,
-                method="physical",
+        for rep in range(repeats):
+            suffix = f"-{rep}" if rep else ""
+            physical, physical_s = timed(
+                partial(
+                    restore_tenant,
+                    store,
+                    TENANT,
+                    SNAPSHOT,
+                    to=f"physical{suffix}",
+                    executor="local",
+                    verify=verify,
+                    method="physical",
+                )
             )
-        )
-        logical, logical_s = timed(
-            lambda: restore_tenant(
-                store, TENANT, SNAPSHOT, to="logical", executor="local", method="logical"
+            logical, logical_s = timed(
+                partial(
+                    restore_tenant,
+                    store,
+                    TENANT,
+                    SNAPSHOT,
+                    to=f"logical{suffix}",
+                    executor="local",
+                    method="logical",
+                )
             )
-        )
-        phys = _outcome(physical, physical_s, store)
-        logi = _outcome(logical, logical_s, store)
+            runs["physical"].append(_outcome(physical, physical_s, store))
+            runs["logical"].append(_outcome(logical, logical_s, store))
+    phys, logi = (min(runs[m], key=lambda r: r["seconds"]) for m in ("physical", "logical"))
+    if repeats > 1:
+        for best, method in ((phys, "physical"), (logi, "logical")):
+            best["runs_s"] = [r["seconds"] for r in runs[method]]
     return {
         "backend": backend,
         "tenant": built,
@@ -212,11 +245,57 @@ def compare_restores(
         "physical": phys,
         "logical": logi,
         "ratios": {
-            "time_physical_over_logical": physical_s / logical_s,
+            "time_physical_over_logical": phys["seconds"] / logi["seconds"],
             "physical_bytes_over_tenant": phys["bytes_written"] / built["bytes"],
             "logical_bytes_over_tenant": logi["bytes_written"] / built["bytes"],
             "physical_bytes_over_logical": phys["bytes_written"] / logi["bytes_written"],
         },
+    }
+
+
+# 4. the straddling sweep ------------------------------------------------------
+
+DEFAULT_FRACTIONS = (0.0, 0.05, 0.25, 0.5, 1.0)
+
+
+def straddle_sweep(
+    backend: Backend, base: TenantSpec, fractions: Sequence[float], *, seed: int, repeats: int
+) -> dict[str, Any]:
+    """Part 1 at each straddling fraction: a fresh tenant, then both restores,
+    best of ``repeats``.
+
+    The fraction is how much of the tenant was compacted across S while it
+    was built, so each fraction needs its own store and tenant; the same seed
+    keeps everything else alike.
+    """
+    points = []
+    for fraction in fractions:
+        spec = replace(base, straddle_fraction=fraction)
+        console.print(f"4. {backend}, straddle_fraction {fraction:g} ...")
+        case, seconds = timed(partial(compare_restores, backend, spec, seed=seed, repeats=repeats))
+        tenant = case["tenant"]
+        points.append(
+            {
+                "fraction_asked": fraction,
+                # What the plan will rewrite: the figure the x axis shows.
+                "straddle_fraction": tenant["straddle_bytes"] / tenant["bytes"],
+                "tenant_bytes": tenant["bytes"],
+                "straddle_bytes": tenant["straddle_bytes"],
+                "physical_s": case["physical"]["seconds"],
+                "logical_s": case["logical"]["seconds"],
+                "physical_bytes_written": case["physical"]["bytes_written"],
+                "logical_bytes_written": case["logical"]["bytes_written"],
+                "physical_over_logical": case["ratios"]["time_physical_over_logical"],
+                "case_seconds": seconds,
+                "case": case,
+            }
+        )
+    return {
+        "backend": backend,
+        "spec": asdict(base),
+        "fractions": list(fractions),
+        "repeats": repeats,
+        "points": points,
     }
 
 
@@ -458,6 +537,18 @@ def _mb(n: float) -> str:
 
 
 def print_report(payload: dict[str, Any]) -> None:
+    """The tables of the parts this run measured (``--only`` may skip some)."""
+    for key, report in (
+        ("physical_vs_logical", _report_compare),
+        ("executors", _report_executors),
+        ("metadata", _report_metadata),
+        ("straddle_sweep", _report_straddle),
+    ):
+        if key in payload:
+            report(payload)
+
+
+def _report_compare(payload: dict[str, Any]) -> None:
     t = Table(title="1. Physical vs logical restore of the same tenant (clone at S)")
     for c in (
         "backend",
@@ -500,6 +591,8 @@ def print_report(payload: dict[str, Any]) -> None:
             f"  {case['backend']}: build {case['tenant']['build_s']:.0f} s; steps (s): {steps}"
         )
 
+
+def _report_executors(payload: dict[str, Any]) -> None:
     sweep = payload["executors"]
     t = Table(
         title=f"2. Rewrite step only, local vs Spark ({sweep['backend']}, best of "
@@ -539,6 +632,8 @@ def print_report(payload: dict[str, Any]) -> None:
         )
     console.print(f"  {payload['auto_spark_bytes']['verdict']}")
 
+
+def _report_metadata(payload: dict[str, Any]) -> None:
     t = Table(title="3. Metadata-only restore (no straddler, verify none)")
     for c in (
         "objects",
@@ -578,6 +673,33 @@ def print_report(payload: dict[str, Any]) -> None:
     )
 
 
+def _report_straddle(payload: dict[str, Any]) -> None:
+    sweep = payload["straddle_sweep"]
+    spec = sweep["spec"]
+    t = Table(
+        title=f"4. Physical and logical restore vs straddling fraction ({sweep['backend']}, "
+        f"{spec['tables']} tables, {spec['objects']:,} commits, {_mb(spec['total_bytes'])} MB asked)"
+    )
+    for c in (
+        "asked", "straddling", "tenant MB", "straddle MB", "phys s", "phys MB wr",
+        "logical s", "logical MB wr", "phys÷logical time",
+    ):  # fmt: skip
+        t.add_column(c, justify="right")
+    for p in sweep["points"]:
+        t.add_row(
+            f"{p['fraction_asked']:.0%}",
+            f"{p['straddle_fraction']:.1%}",
+            _mb(p["tenant_bytes"]),
+            _mb(p["straddle_bytes"]),
+            f"{p['physical_s']:.2f}",
+            _mb(p["physical_bytes_written"]),
+            f"{p['logical_s']:.2f}",
+            _mb(p["logical_bytes_written"]),
+            f"{p['physical_over_logical']:.3f}",
+        )
+    console.print(t)
+
+
 def _verdict(sweep: dict[str, Any]) -> dict[str, Any]:
     x = sweep["crossover"]
     wins = x.get("spark_wins_at_measured_bytes", [])
@@ -607,16 +729,49 @@ def _verdict(sweep: dict[str, Any]) -> dict[str, Any]:
 # main --------------------------------------------------------------------------
 
 
+PARTS = ("compare", "executors", "metadata", "straddle")
+
+
+def _fractions(text: str) -> list[float]:
+    """``"0,0.05,1"`` → ``[0.0, 0.05, 1.0]``; each a share of the tenant's bytes."""
+    values = [float(v) for v in text.split(",") if v.strip()]
+    if any(not 0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(f"fractions lie in [0, 1], got {text!r}")
+    return values
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.bench_restore",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes (about 2 minutes)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (about 3 minutes)")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
         "--rewrite-backend", choices=("file", "moto"), default="file", help="for part 2"
+    )
+    parser.add_argument(
+        "--only", nargs="+", choices=PARTS, metavar="PART",
+        help=f"run only these parts, of {', '.join(PARTS)} (1, 2, 3, 4); result name "
+        "bench_restore_custom unless --name",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fractions", type=_fractions,
+        default=",".join(f"{f:g}" for f in DEFAULT_FRACTIONS),
+        help="part 4: straddling fractions of the tenant's bytes, comma-separated "
+        "(default %(default)s; '' skips part 4)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sweep-mb", type=float,
+        help="part 4: tenant MB at each fraction (default 200; --quick 50)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sweep-repeats", type=int,
+        help="part 4: restores of each kind per fraction, best kept (default 2; --quick 1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sweep-backend", choices=("file", "moto"), default="file", help="for part 4"
     )
     parser.add_argument("--name", help="result file name (default bench_restore[_quick])")
     return parser.parse_args(argv)
@@ -624,11 +779,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    parts = set(args.only or PARTS)
+    if not args.fractions:
+        parts.discard("straddle")
     if args.quick:
         specs: dict[Backend, TenantSpec] = {
             "moto": TenantSpec(tables=10, objects=200, total_bytes=50 * MB),
             "file": TenantSpec(tables=10, objects=200, total_bytes=50 * MB),
         }
+        sweep_spec = TenantSpec(tables=10, objects=200, total_bytes=50 * MB)
         rewrite_sizes = [1 * MB, 5 * MB, 20 * MB]
         object_counts = [1_000, 10_000]
         repeats = 1
@@ -637,49 +796,68 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "moto": TenantSpec(tables=50, objects=2_000, total_bytes=300 * MB),
             "file": TenantSpec(tables=50, objects=2_000, total_bytes=1_000 * MB),
         }
+        # Smaller than part 1's file:// tenant: five logical restores of 1 GB
+        # would add five minutes to the run for the same curve.
+        sweep_spec = TenantSpec(tables=20, objects=600, total_bytes=200 * MB)
         rewrite_sizes = [1 * MB, 10 * MB, 50 * MB, 200 * MB]
         object_counts = [1_000, 10_000, 100_000]
         repeats = 2
+    if args.sweep_mb:
+        sweep_spec = replace(sweep_spec, total_bytes=int(args.sweep_mb * MB))
     load_start = load_average()
     started = time.perf_counter()
-    console.print(f"[bold]{NAME}[/]: load average {load_start}")
+    console.print(f"[bold]{NAME}[/]: parts {sorted(parts)}; load average {load_start}")
+    payload: dict[str, Any] = {"quick": bool(args.quick), "load_average_at_start": load_start}
 
-    cases = []
-    for backend, spec in specs.items():
-        console.print(f"1. {backend}: {spec} ...")
-        case, seconds = timed(lambda b=backend, s=spec: compare_restores(b, s, seed=args.seed))
-        case["case_seconds"] = seconds
-        console.print(f"   done in {seconds:.0f} s")
-        cases.append(case)
+    if "compare" in parts:
+        cases = []
+        for backend, spec in specs.items():
+            console.print(f"1. {backend}: {spec} ...")
+            case, seconds = timed(lambda b=backend, s=spec: compare_restores(b, s, seed=args.seed))
+            case["case_seconds"] = seconds
+            console.print(f"   done in {seconds:.0f} s")
+            cases.append(case)
+        payload["physical_vs_logical"] = cases
 
-    # Before Spark starts: its idle JVM in this process slowed the 10^5 case by a third.
-    console.print("3. metadata-only restores ...")
-    metadata = metadata_sweep(object_counts, repeats)
+    # Parts 4 and 3 before Spark starts: its idle JVM in this process slowed
+    # the 10^5 metadata case by a third.
+    if "straddle" in parts:
+        straddle, seconds = timed(
+            lambda: straddle_sweep(
+                args.sweep_backend,
+                sweep_spec,
+                args.fractions,
+                seed=args.seed,
+                repeats=args.sweep_repeats or (1 if args.quick else 2),
+            )
+        )
+        straddle["case_seconds"] = seconds
+        payload["straddle_sweep"] = straddle
 
-    console.print("2. starting Spark ...")
-    _, spark_start_s = spark_session()
-    console.print(f"2. local vs Spark rewrite on {args.rewrite_backend}, sizes {rewrite_sizes} ...")
-    sweep, sweep_s = timed(
-        lambda: executor_sweep(args.rewrite_backend, rewrite_sizes, repeats=repeats, seed=args.seed)
-    )
-    sweep["case_seconds"] = sweep_s
+    if "metadata" in parts:
+        console.print("3. metadata-only restores ...")
+        payload["metadata"] = metadata_sweep(object_counts, repeats)
 
-    payload = {
-        "quick": bool(args.quick),
-        "load_average_at_start": load_start,
-        "spark": {"session_start_s": spark_start_s},
-        "physical_vs_logical": cases,
-        "executors": sweep,
-        "auto_spark_bytes": _verdict(sweep),
-        "metadata": metadata,
-    }
-    return finish_run(
-        payload,
-        name=args.name or (f"{NAME}_quick" if args.quick else NAME),
-        started=started,
-        console=console,
-        report=print_report,
-    )
+    if "executors" in parts:
+        console.print("2. starting Spark ...")
+        _, spark_start_s = spark_session()
+        console.print(
+            f"2. local vs Spark rewrite on {args.rewrite_backend}, sizes {rewrite_sizes} ..."
+        )
+        sweep, sweep_s = timed(
+            lambda: executor_sweep(
+                args.rewrite_backend, rewrite_sizes, repeats=repeats, seed=args.seed
+            )
+        )
+        sweep["case_seconds"] = sweep_s
+        payload["spark"] = {"session_start_s": spark_start_s}
+        payload["executors"] = sweep
+        payload["auto_spark_bytes"] = _verdict(sweep)
+
+    name = args.name or (f"{NAME}_custom" if args.only else f"{NAME}_quick" if args.quick else NAME)
+    result = finish_run(payload, name=name, started=started, console=console, report=print_report)
+    draw_beside(RESULTS_DIR / f"{name}.json", say=console.print)
+    return result
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ BACKENDS: tuple[Backend, ...] = ("moto", "file")
 CatalogBackend = Literal["sqlite", "postgresql"]
 CATALOG_BACKENDS: tuple[CatalogBackend, ...] = ("sqlite", "postgresql")
 PG_ADMIN = os.environ.get("REWIND_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 MB = 1_000_000
 
@@ -315,8 +316,29 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
         **payload,
     }
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    path.write_text(json.dumps(portable(document), indent=2, default=str) + "\n")
     return path
+
+
+def portable(value: Any) -> Any:
+    """``value`` with every path on this machine made relative to the code tree
+    measured (``tenants/__init__.py``, ``.venv/bin/python``), or named as a
+    temporary path: committed results name no developer's machine."""
+    if isinstance(value, dict):
+        return {k: portable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [portable(v) for v in value]
+    if isinstance(value, Path):
+        value = str(value)
+    if not isinstance(value, str) or not value.startswith("/"):
+        return value
+    path = Path(value)
+    for root in (ROOT, Path(sys.prefix).parent):
+        if path == root:
+            return "."
+        if path.is_relative_to(root):
+            return str(path.relative_to(root))
+    return "(a path outside the code tree)"
 
 
 def fmt_rate(value: float, unit: str = "") -> str:
