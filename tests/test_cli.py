@@ -19,6 +19,7 @@ from typer.testing import Result
 
 from engine.cli.app import main
 from engine.cli.context import resolve_as_of
+from engine.cli.render_layout import local_time
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument, NotFound
 from tenants.store import TableStore
@@ -110,8 +111,10 @@ def test_tenant_create_list_and_drop_round_trip(rewind: Rewind) -> None:
     everything = as_json(rewind("--json", "tenant", "list", "--all"))
     dropped = next(t for t in everything if t["name"] == "globex")
     assert dropped["state"] == "dropped" and dropped["dropped"] == format_ts(dropped["dropped_ts"])
-    text = ok(rewind("tenant", "list", "--all")).stdout
-    assert "globex" in text and "dropped" in text and dropped["dropped"] in text
+    # People see the drop time in the local zone; --wide keeps each row on one line.
+    text = ok(rewind("--wide", "tenant", "list", "--all")).stdout
+    (row,) = [line for line in text.splitlines() if f"globex@{dropped['id']}" in line]
+    assert "dropped" in row and local_time(dropped["dropped_ts"]) in row
 
 
 def test_table_create_records_columns_and_composite_key(rewind: Rewind, orders: str) -> None:
@@ -241,7 +244,7 @@ def test_compact_merges_objects_and_objects_lists_the_new_layout(
     ]
     assert min(o["min_ts"] for o in after) == min(o["min_ts"] for o in before)
     assert query_rows(rewind) == rows_before
-    text = ok(rewind("objects", "acme")).stdout
+    text = ok(rewind("--wide", "objects", "acme")).stdout  # every key whole, on one line
     assert all(o["key"] in text for o in after) and "2 object(s), 6 rows" in text
 
 

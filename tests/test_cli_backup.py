@@ -90,7 +90,7 @@ def test_backup_create_list_show_verify_delete_round_trip(
         "acme",
         "mon",
     )
-    text = ok(rewind("backup", "list", dest_uri)).stdout
+    text = ok(rewind("--wide", "backup", "list", dest_uri)).stdout  # ids whole, not wrapped
     assert backup_id in text and "1 backup(s)" in text
 
     shown = as_json(rewind("backup", "show", dest_uri, backup_id))

@@ -301,7 +301,7 @@ def test_backup_list_flags_a_corrupt_manifest_and_lists_the_rest(
     assert not listed[ids[1]]["complete"]
     assert "is not valid JSON" in listed[ids[1]]["problem"]
 
-    result = ok(rewind("backup", "list", dest))
+    result = ok(rewind("--wide", "backup", "list", dest))  # ids whole, not wrapped
     assert ids[0] in result.stdout and ids[2] in result.stdout
     assert "NO (unreadable manifest; delete it)" in result.stdout
     warning = result.stderr.strip().splitlines()

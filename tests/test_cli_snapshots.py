@@ -20,6 +20,7 @@ from cli_helpers import as_json, ok
 from typer.testing import Result
 
 from engine.cli import context
+from engine.cli.render_layout import local_time
 from engine.restore.job import restore_tenant
 from tenants.catalog.base import Clock
 from tenants.embedded_s3 import EmbeddedS3
@@ -144,13 +145,14 @@ def test_snapshot_create_list_show_and_as_of_it_reads_the_rows_before_later_writ
     }
     assert listed["age_us"] >= 0
     text = ok(rewind("snapshot", "list", "acme")).stdout
-    assert "monday" in text and str(created["ts"]) in text and created["at"] in text
+    assert "monday" in text and local_time(created["ts"]) in text  # its time, in the local zone
     assert "manual" in text and "never" in text and "1 snapshot(s)" in text
 
     shown = as_json(rewind("--json", "snapshot", "show", "acme", "monday"))
     assert shown["ts"] == created["ts"] and shown["lives_in"] is None
     text = ok(rewind("snapshot", "show", "acme", "monday")).stdout
-    assert created["at"] in text and "(this tenant)" in text
+    assert str(created["ts"]) in text and local_time(created["ts"]) in text
+    assert "(this tenant)" in text
 
 
 def test_snapshot_at_an_earlier_protected_time_reads_that_time(
@@ -206,8 +208,9 @@ def test_snapshot_list_shows_snapshots_kept_in_the_retired_tenant_after_a_restor
     retired = listed["wed"]["lives_in"]
     assert retired["tenant"] == old.ref and retired["state"] == "dropped"
     assert retired["until"] == format_ts(retired["retain_until"])
-    text = ok(rewind("snapshot", "list", "acme")).stdout
-    assert "lives in" in text and f"{old.ref} until {retired['until']}" in text
+    text = ok(rewind("--wide", "snapshot", "list", "acme")).stdout
+    assert "lives in" in text
+    assert f"{old.ref} until {local_time(retired['retain_until'])}" in text
     shown = as_json(rewind("--json", "snapshot", "show", "acme", "wed"))
     assert shown["lives_in"]["tenant"] == old.ref
     assert ids(rewind) == [1, 2] and ids(rewind, "--as-of", "wed") == [1, 2, 3]
@@ -239,8 +242,8 @@ def test_pitr_set_show_and_off_decide_which_past_times_are_readable(
     assert recoverable["window"]["to_ts"] == recoverable["now_ts"] > first
     assert recoverable["now_from_ts"] > first and recoverable["snapshots"] == []
     text = ok(rewind("pitr", "show", "acme")).stdout
-    assert "PITR window 2h" in text and recoverable["window"]["from"] in text
-    assert recoverable["now_from"] in text
+    assert "PITR window 2h" in text and local_time(recoverable["window"]["from_ts"]) in text
+    assert local_time(recoverable["now_from_ts"]) in text
 
     assert [r["item"] for r in rows(rewind, "--as-of", format_ts(first))] == ["a"]
 

@@ -29,6 +29,7 @@ from engine.cli import (
     gc_cmds,
     pitr_cmds,
     render,
+    render_layout,
     restore_cmds,
     snapshot_cmds,
     spark_cmds,
@@ -240,6 +241,15 @@ def root(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
     ] = False,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide",
+            help="Print tables at their natural width, one line per row, however long "
+            "(for `less -S` or grep). Default: the terminal's width, or 100 columns "
+            "off a terminal (COLUMNS overrides both), wrapping long cells.",
+        ),
+    ] = False,
     version: Annotated[
         bool,
         typer.Option(
@@ -254,12 +264,19 @@ def root(
     """Rewind: a multi-tenant table store on S3, with point-in-time reads."""
     request_master(spark_master)
     state = CliState(
-        catalog, warehouse, verbose=verbose, json=json_output, adopt_warehouse=adopt_warehouse
+        catalog,
+        warehouse,
+        verbose=verbose,
+        json=json_output,
+        wide=wide,
+        adopt_warehouse=adopt_warehouse,
     )
     ctx.obj = state
     ctx.call_on_close(state.close)
     show_spark_logs(verbose)
     ctx.with_resource(watched(lambda: state.json))
+    wide_output = render_layout.WIDE.set(wide)
+    ctx.call_on_close(lambda: render_layout.WIDE.reset(wide_output))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

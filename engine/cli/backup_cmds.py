@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from engine.backup.api import (
     backups,
@@ -21,10 +22,9 @@ from engine.cli import render
 from engine.cli.choices import BackupKindOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, tenant_arg
-from engine.cli.restore_render import human_bytes
+from engine.cli.render_layout import Stack, fixed, human_bytes, local_time, titled, wrapping
 from tenants.errors import NotFound
 from tenants.names import tenant_name
-from tenants.times import format_ts
 
 app = typer.Typer(
     help="Backups that outlive the bucket: logical dumps or physical object copies.",
@@ -96,25 +96,43 @@ def list_(ctx: typer.Context, uri: Uri) -> None:
             render.warn(e.problem)
 
 
+_BACKUP = Stack(("backup", "tenant"), header="backup\nof tenant")
+_AT = Stack(("at", "at time"), header="at")
+
+
 def _backups_table(uri: str, entries: list[BackupEntry]) -> Table:
-    table = Table(title=f"backups at {uri}", caption=f"{len(entries)} backup(s)")
-    for col in ("id", "kind", "tenant", "at", "ts", "created", "bytes", "complete"):
-        table.add_column(col, overflow="fold")
+    """One backup a row: its id over the tenant it holds, the point it was taken
+    at over that point's time (under ``--wide``, each in its own column);
+    ``complete`` only when one is not."""
+    every = all(e.complete for e in entries)
+    table = titled(
+        f"backups at {uri}",
+        caption=f"{len(entries)} backup(s)" + (", all complete" if every and entries else ""),
+    )
+    _BACKUP.add_to(table)
+    fixed(table, "kind")
+    _AT.add_to(table)
+    wrapping(table, "created")
+    fixed(table, "size", right=True)
+    if not every:
+        wrapping(table, "complete")
     for e in entries:
-        table.add_row(
-            e.backup_id,
+        cells = [
+            *_BACKUP.cells(e.backup_id, e.tenant),
             e.kind or "",
-            e.tenant or "",
-            e.at_label or "",
-            "" if e.at_ts is None else str(e.at_ts),
-            "" if e.created_ts is None else format_ts(e.created_ts),
+            *_AT.cells(e.at_label, None if e.at_ts is None else local_time(e.at_ts)),
+            "" if e.created_ts is None else local_time(e.created_ts),
             human_bytes(e.bytes),
-            "yes"
-            if e.complete
-            else "NO (unreadable manifest; delete it)"
-            if e.problem
-            else "NO (no manifest; delete it)",
-        )
+        ]
+        if not every:
+            cells.append(
+                "yes"
+                if e.complete
+                else "NO (unreadable manifest; delete it)"
+                if e.problem
+                else "NO (no manifest; delete it)"
+            )
+        table.add_row(*map(Text, cells))  # a label may hold [brackets]: never markup
     return table
 
 

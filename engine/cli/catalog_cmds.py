@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from engine.cli import render
 from engine.cli.context import cli_state
+from engine.cli.render_layout import fixed, titled, wrapping
 from tenants.catalog import open_catalog
 from tenants.catalog.copy import copy_catalog
 from tenants.errors import CopyMismatch, InvalidArgument
@@ -70,9 +70,10 @@ def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
             }
         )  # fmt: skip
     else:
-        table = Table(title=f"copied {shown[0]} to {shown[1]}")
-        for column in ("table", "rows", "copied", "verified"):
-            table.add_column(column)
+        table = titled(f"copied {shown[0]} to {shown[1]}")
+        wrapping(table, "table")
+        for column in ("rows", "copied", "verified"):
+            fixed(table, column, right=column != "verified")
         for c in copied:
             table.add_row(c.table, f"{c.source_rows:,}", f"{c.copied_rows:,}",
                           "yes" if c.verified else "[red]NO[/]")  # fmt: skip

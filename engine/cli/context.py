@@ -34,6 +34,7 @@ class CliState:
     warehouse_uri: str | None = None
     verbose: bool = False
     json: bool = False
+    wide: bool = False  # --wide: tables at their natural width (engine.cli.render)
     adopt_warehouse: bool = False  # --adopt-warehouse: take over a warehouse another catalog owns
     _store: TableStore | None = field(default=None, repr=False)
 

@@ -20,6 +20,7 @@ import typer
 
 from engine.cli import render
 from engine.cli.context import cli_state, resolve_as_of, size_arg, table_arg, tenant_arg
+from engine.cli.render_layout import local_time
 from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.errors import InvalidArgument
 from tenants.key_range import KeyRange
@@ -27,7 +28,6 @@ from tenants.progress import SILENT, Share, Step, step
 from tenants.reads import stream_visible
 from tenants.schema import TableSchema
 from tenants.store import TableStore
-from tenants.times import format_ts
 
 MIB = 1024 * 1024
 CSV_MAX_ROW_BYTES = 1024 * MIB
@@ -265,7 +265,7 @@ def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -
     else:
         render.say(
             f"loaded {render.plural(result.upserted, 'row')} into {tenant}/{table} "
-            f"from {file.name}: commit ts {result.ts} ({format_ts(result.ts)})"
+            f"from {file.name}: commit ts {result.ts} ({local_time(result.ts)})"
         )
 
 
@@ -313,7 +313,7 @@ def delete(
         note = f" ({render.plural(absent, 'key')} given not there)" if absent else ""
         render.say(
             f"deleted {render.plural(result.deleted, 'key')} from {tenant}/{table}{note}: "
-            f"commit ts {result.ts} ({format_ts(result.ts)})"
+            f"commit ts {result.ts} ({local_time(result.ts)})"
         )
 
 
@@ -396,7 +396,7 @@ def query(
     if state.json:
         render.emit_rows_json(shown)
     else:
-        title = f"{tenant}/{table} as of {format_ts(ts)}"
+        title = f"{tenant}/{table} as of {local_time(ts)}"
         render.show(render.rows_table(title, shown, rows.num_rows > limit, ts))
 
 
@@ -452,7 +452,7 @@ def objects(ctx: typer.Context, tenant: Tenant) -> None:
     if state.json:
         render.emit_json([render.object_json(t, o) for t, o in listing])
     else:
-        render.show(render.objects_table(tenant, listing))
+        render.show_all(render.objects_tables(tenant, listing))
 
 
 def register(app: typer.Typer) -> None:

@@ -18,6 +18,7 @@ from rich.tree import Tree
 
 from engine.cli import render
 from engine.cli.context import cli_state, tenant_arg
+from engine.cli.render_layout import local_time, wrapping
 from tenants.lineage import resolve_point
 from tenants.snapshots import snapshot_name
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
@@ -68,7 +69,7 @@ def _columns_table(table: TableRecord) -> Table:
     key = table.schema.primary_key
     view = Table(caption=f"primary key ({', '.join(key)})", caption_justify="left")
     for name in ("column", "type", "nullable", "default"):
-        view.add_column(name)
+        wrapping(view, name)
     for c in table.schema.columns:
         default = "" if c.default is None else json.dumps(c.to_json()["default"])
         view.add_row(
@@ -82,15 +83,15 @@ def _columns_table(table: TableRecord) -> Table:
 
 def ddl_tree(tenant: str, holder: TenantRecord, ts: int, tables: list[TableRecord]) -> Tree:
     where = f" (in {holder.ref})" if holder.state != "active" else ""
-    tree = Tree(Text(f"{tenant} as of {format_ts(ts)} (ts {ts}){where}", style="bold"))
+    tree = Tree(Text(f"{tenant} as of {local_time(ts)} (ts {ts}){where}", style="bold"))
     if not tables:
         tree.add(Text("no tables", style="dim"))
     for database, group in groupby(tables, key=lambda t: t.database):
         db_node = tree.add(Text(database, style="bold"))
         for table in group:
             label = Text(
-                f"{table.name}  created {format_ts(table.created_ts)}, "
-                f"schema from {format_ts(table.schema_from_ts)}"
+                f"{table.name}  created {local_time(table.created_ts)}, "
+                f"schema from {local_time(table.schema_from_ts)}"
             )
             db_node.add(label).add(_columns_table(table))
     return tree

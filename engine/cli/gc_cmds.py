@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from engine.cli import render
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, tenant_arg
-from engine.cli.restore_render import human_bytes
+from engine.cli.render_layout import fixed, human_bytes, local_time, titled, wrapping
 from engine.gc.collect import DEFAULT_GRACE_US
 from engine.gc.reclaim import DEFAULT_THRESHOLD, DamagedObject
 from engine.gc.run import GcReport, check_gc_args, run_gc
@@ -201,17 +201,16 @@ def gc_summary(report: GcReport) -> list[str]:
 
 def _print_gc(report: GcReport) -> None:
     verb = "would delete" if report.dry_run else "deleted"
-    table = Table(title=f"gc: objects {verb}")
-    for col in ("key", "bytes", "why"):
-        table.add_column(col, overflow="fold")
+    table = titled(f"gc: objects {verb}")
+    wrapping(table, "key")
+    fixed(table, "size", right=True)
+    wrapping(table, "why")
     for x in report.collected.candidates:
-        table.add_row(
-            x.key, human_bytes(x.bytes), f"{x.reason} ({format_ts(x.unreferenced_since)})"
-        )
+        why = f"{x.reason} ({local_time(x.unreferenced_since)})"
+        table.add_row(Text(x.key), Text(human_bytes(x.bytes)), Text(why))
     for o in report.orphans.orphans:
-        table.add_row(
-            o.key, human_bytes(o.size), "orphan: unknown to the catalog, older than the grace"
-        )
+        why = "orphan: unknown to the catalog, older than the grace"
+        table.add_row(Text(o.key), Text(human_bytes(o.size)), Text(why))
     if table.row_count:
         render.show(table)
     for p in report.collected.purged:
@@ -289,15 +288,13 @@ def storage_cmd(
         )
         _exit_if_damaged(report.damaged)
         return
-    table = Table(title=f"storage of {report.tenant}")
-    for col in (
-        "table",
-        "objects",
-        "bytes",
-        "only for snapshots/PITR",
-        "shared with other tenants",
-    ):
-        table.add_column(col, justify="right" if col != "table" else "left")
+    table = titled(f"storage of {report.tenant}")
+    wrapping(table, "table")
+    fixed(table, "objects", right=True)
+    fixed(table, "size", right=True)
+    # Long headers over short sizes: they wrap, the sizes do not.
+    wrapping(table, "only for snapshots/PITR", right=True)
+    wrapping(table, "shared with other tenants", right=True)
     for t in report.tables:
         table.add_row(
             t.table,

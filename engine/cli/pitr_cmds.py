@@ -14,7 +14,8 @@ import typer
 
 from engine.cli import render, snapshot_render
 from engine.cli.context import cli_state, tenant_arg
-from tenants.times import format_duration, format_ts, parse_duration
+from engine.cli.render_layout import local_time
+from tenants.times import format_duration, parse_duration
 
 app = typer.Typer(help="Set and show point-in-time recovery (PITR) windows.", no_args_is_help=True)
 
@@ -51,7 +52,7 @@ def set_(
     else:
         render.say(
             f"PITR window of {tenant}: {format_duration(result.window_us)}, protecting history "
-            f"recorded since {format_ts(result.since_ts)}"
+            f"recorded since {local_time(result.since_ts)}"
         )
 
 

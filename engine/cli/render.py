@@ -4,6 +4,12 @@ Every cell is built as a ``rich.text.Text``, never as markup, because cells hold
 user data and error messages that may contain ``[brackets]``. Consoles are made
 per call rather than at import, so they follow whatever ``sys.stdout`` is at the
 time (a terminal, a pipe, or a test runner's capture).
+
+Human output is sized for people (docs/decisions.md, "Human output"): tables
+fit the terminal, or 100 columns off one, and wrap rather than cut (``--wide``:
+no limit, a row a line); times are local, with their zone and µs
+(:func:`local_time`); sizes are in units of 1024 (:func:`human_bytes`). JSON
+keeps UTC times beside raw ts and byte counts, whatever the machine's zone.
 """
 
 from __future__ import annotations
@@ -11,46 +17,42 @@ from __future__ import annotations
 import base64
 import json
 import math
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any, TextIO
+from itertools import groupby
+from typing import Any
 
 import pyarrow as pa
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from engine.cli.render_layout import (
+    WIDE,
+    Stack,
+    console_width,
+    fixed,
+    human_bytes,
+    local_time,
+    local_time_or_blank,
+    titled,
+    wrapping,
+)
 from tenants.compaction import CompactionResult
 from tenants.objects import ObjectRecord
 from tenants.tenancy import TableRecord, TenantRecord
 from tenants.times import format_ts
 from tenants.writes import WriteResult
 
-PIPE_WIDTH = 240
-
-
-def _width(stream: TextIO) -> int | None:
-    """Terminal width on a terminal; on a pipe or file a wide fixed one.
-
-    Rich would assume 80 columns off a terminal and truncate cells, which is
-    the wrong default for output headed to a file, a log or ``less -S``.
-    ``COLUMNS`` still wins when set.
-    """
-    isatty = getattr(stream, "isatty", None)
-    if (isatty is not None and isatty()) or os.environ.get("COLUMNS"):
-        return None
-    return PIPE_WIDTH
-
 
 def stdout() -> Console:
-    return Console(highlight=False, width=_width(sys.stdout))
+    return Console(highlight=False, width=console_width(sys.stdout))
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False, width=_width(sys.stderr))
+    return Console(stderr=True, highlight=False, width=console_width(sys.stderr))
 
 
 def show(renderable: RenderableType) -> None:
@@ -240,7 +242,7 @@ def write_json(tenant: str, table: str, result: WriteResult) -> dict[str, Any]:
     }
 
 
-# rich tables
+# rich tables, laid out by engine.cli.render_layout's rules
 
 
 def _cells(values: Iterable[Any]) -> list[Text]:
@@ -256,65 +258,90 @@ def plural(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
-def _table(title: str, caption: str | None = None) -> Table:
-    """A table at least as wide as its title and caption, so neither wraps."""
-    return Table(title=title, caption=caption, min_width=max(len(title), len(caption or "")))
+_TENANT_TIMES = Stack(("created", "dropped"), header="times", labels=("created", "dropped"))
 
 
 def tenants_table(tenants: Sequence[TenantRecord]) -> Table:
-    table = _table("tenants", caption=f"{len(tenants)} tenant(s)")
-    for name in ("name", "id", "state", "created", "dropped"):
-        table.add_column(name, overflow="fold")
+    """One tenant a row, named ``name@id`` (what ``undrop`` and every command
+    take). When one was dropped, its times stack in one cell, labelled, so a
+    tenant still fits on one line."""
+    table = titled("tenants", caption=f"{len(tenants)} tenant(s)")
+    any_dropped = any(t.dropped_ts is not None for t in tenants)
+    wrapping(table, "tenant")
+    fixed(table, "state")
+    if any_dropped:
+        _TENANT_TIMES.add_to(table)
+    else:
+        wrapping(table, "created")
     for t in tenants:
         state = Text(t.state, style="green" if t.state == "active" else "dim")
-        dropped = None if t.dropped_ts is None else format_ts(t.dropped_ts)
-        table.add_row(*_cells([t.name, t.id, state, format_ts(t.created_ts), dropped]))
+        cells: list[Any] = [t.ref, state]
+        if any_dropped:
+            cells += _TENANT_TIMES.cells(
+                local_time(t.created_ts), local_time_or_blank(t.dropped_ts)
+            )
+        else:
+            cells.append(local_time(t.created_ts))
+        table.add_row(*_cells(cells))
     return table
 
 
 def tables_table(tenant: str, tables: Sequence[TableRecord]) -> Table:
-    table = _table(f"tables of {tenant}", caption=f"{len(tables)} table(s)")
+    table = titled(f"tables of {tenant}", caption=f"{len(tables)} table(s)")
     for name in ("table", "columns", "key", "created"):
-        table.add_column(name)
+        wrapping(table, name)
     for t in tables:
         columns = ", ".join(f"{c.name}:{c.type}" for c in t.schema.columns)
         table.add_row(
             *_cells(
-                [t.qualified, columns, ", ".join(t.schema.primary_key), format_ts(t.created_ts)]
+                [t.qualified, columns, ", ".join(t.schema.primary_key), local_time(t.created_ts)]
             )
         )
     return table
 
 
-def objects_table(tenant: str, objects: Sequence[tuple[str, ObjectRecord]]) -> Table:
-    """The object layout of a tenant: what a restore planner will classify."""
+def objects_tables(tenant: str, objects: Sequence[tuple[str, ObjectRecord]]) -> list[Table]:
+    """The object layout of a tenant: what a restore planner will classify. One
+    table per DB.TABLE, named in its title; under ``--wide``, one table with a
+    ``table`` column, every object on one line.
+
+    An object's first and last ts are shown as times (exact to the µs, so
+    ``--as-of`` takes them back), the first over the last in one cell; the
+    key wraps whole (``--json`` has every field as the catalog holds it).
+    """
+    if WIDE.get() or not objects:
+        return [_objects_table(f"objects of {tenant}", objects, with_table=True)]
+    return [
+        _objects_table(f"objects of {tenant}: {qualified}", list(group), with_table=False)
+        for qualified, group in groupby(
+            sorted(objects, key=lambda pair: pair[0]), key=lambda pair: pair[0]
+        )
+    ]
+
+
+_OBJECT_TIMES = Stack(("first time", "last time"))
+
+
+def _objects_table(
+    title: str, objects: Sequence[tuple[str, ObjectRecord]], *, with_table: bool
+) -> Table:
     rows = sum(o.rows for _, o in objects)
     size = sum(o.bytes for _, o in objects)
-    table = _table(
-        f"objects of {tenant}",
-        f"{len(objects)} object(s), {_count(rows)} rows, {_count(size)} bytes",
-    )
-    # Raw ts, not ISO: they are what --as-of takes and what a restore compares.
-    # Only the key may shrink (it is long: three ids); --json has it whole.
-    for name in ("table", "kind", "rows", "bytes", "min ts", "max ts", "sorted"):
-        numeric = name in ("rows", "bytes")
-        table.add_column(name, no_wrap=True, justify="right" if numeric else "left")
-    table.add_column("key", overflow="ellipsis")
+    table = titled(title, f"{len(objects)} object(s), {_count(rows)} rows, {human_bytes(size)}")
+    if with_table:
+        wrapping(table, "table")
+    fixed(table, "kind")
+    fixed(table, "rows", right=True)
+    fixed(table, "size", right=True)
+    _OBJECT_TIMES.add_to(table)
+    fixed(table, "sorted")
+    wrapping(table, "key")
     for qualified, o in objects:
-        table.add_row(
-            *_cells(
-                [
-                    qualified,
-                    o.kind,
-                    _count(o.rows),
-                    _count(o.bytes),
-                    o.min_ts,
-                    o.max_ts,
-                    "yes" if o.sorted else "no",
-                    o.key,
-                ]
-            )
-        )
+        cells = [qualified] if with_table else []
+        cells += [o.kind, _count(o.rows), human_bytes(o.bytes)]
+        cells += _OBJECT_TIMES.cells(local_time(o.min_ts), local_time(o.max_ts))
+        cells += ["yes" if o.sorted else "no", o.key]
+        table.add_row(*_cells(cells))
     return table
 
 
@@ -326,23 +353,24 @@ def rows_table(title: str, rows: pa.Table, more: bool, ts: int) -> Table:
         if more
         else f"{_count(rows.num_rows)} rows"
     )
-    table = _table(title, f"{shown}, ts {ts}")
+    table = titled(title, f"{shown}, ts {ts}")
     for field in rows.schema:
         numeric = (
             pa.types.is_integer(field.type)
             or pa.types.is_floating(field.type)
             or pa.types.is_decimal(field.type)
         )
-        table.add_column(field.name, justify="right" if numeric else "left")
+        wrapping(table, field.name, right=numeric)
     for row in rows.to_pylist():
         table.add_row(*_cells(row.values()))
     return table
 
 
 def compaction_table(tenant: str, results: Sequence[CompactionResult]) -> Table:
-    table = _table(f"compaction of {tenant}")
-    for name in ("table", "inputs", "outputs", "rows", "bytes in", "bytes out"):
-        table.add_column(name, justify="left" if name == "table" else "right")
+    table = titled(f"compaction of {tenant}")
+    wrapping(table, "table")
+    for name in ("inputs", "outputs", "rows", "size in", "size out"):
+        fixed(table, name, right=True)
     for r in results:
         table.add_row(
             *_cells(
@@ -351,8 +379,8 @@ def compaction_table(tenant: str, results: Sequence[CompactionResult]) -> Table:
                     r.inputs,
                     r.outputs,
                     _count(r.rows),
-                    _count(r.bytes_in),
-                    _count(r.bytes_out),
+                    human_bytes(r.bytes_in),
+                    human_bytes(r.bytes_out),
                 ]
             )
         )

@@ -258,7 +258,7 @@ def history_cmd(
             for c in found:
                 render.say(str(c.ts))
         else:
-            render.show(commits_table(tenant, found))
+            render.show_all(commits_table(tenant, found))
         return
     hist = load_history(state.store().catalog, tenant)
     if as_json:
@@ -282,8 +282,7 @@ def history_cmd(
             }
         )
         return
-    for shown in history_tables(hist):
-        render.show(shown)
+    render.show_all(history_tables(hist))
 
 
 def register(app: typer.Typer) -> None:

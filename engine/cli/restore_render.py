@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
+from engine.cli.render_layout import (
+    WIDE,
+    Stack,
+    fixed,
+    human_bytes,
+    local_time,
+    local_time_or_blank,
+    titled,
+    wrapping,
+)
 from engine.executors.task import worker_name
 from engine.pipeline import ACTIONS, RestorePlan
 from engine.restore.history import CommitRecord, History
 from engine.restore.job import RestoreOutcome
 from engine.restore.journal import JobRecord
 from tenants.times import format_ts
-
-
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
 
 
 def where_to(plan: RestorePlan) -> str:
@@ -36,24 +39,30 @@ def where_to(plan: RestorePlan) -> str:
 
 
 def plan_table(plan: RestorePlan, executor: str, reason: str = "") -> Table:
+    """Objects and bytes per table and action. Each action's count and size sit
+    in two narrow columns under a two-line header, so seven columns and a long
+    table name fit in 100."""
     where = where_to(plan)
-    table = Table(
-        title=f"restore plan {plan.job_id}: {plan.source.ref} to {plan.at_label} "
-        f"(ts {plan.at_ts}, {format_ts(plan.at_ts)}) {where}",
+    # A time named by its ts is labelled with it: say it once.
+    ts = "" if plan.at_label == str(plan.at_ts) else f"ts {plan.at_ts}, "
+    table = titled(
+        f"restore plan {plan.job_id}: {plan.source.ref} to {plan.at_label} "
+        f"({ts}{local_time(plan.at_ts)}) {where}",
         caption=f"method physical, executor {executor}" + (f" ({reason})" if reason else "") + ", "
         f"{len(plan.tasks)} rewrite task(s), {len(plan.snapshots)} snapshot(s) carried",
     )
-    table.add_column("table")
+    wrapping(table, "table")
     for action in ACTIONS:
-        table.add_column(f"{action} objs", justify="right")
-        table.add_column(f"{action} bytes", justify="right")
+        fixed(table, f"{action}\nobjects", right=True)
+        fixed(table, f"{action}\nsize", right=True)
     for t in plan.tables:
         totals = t.totals()
         name = t.qualified + (" (dropped)" if t.dropped_ts is not None else "")
         if t.out_qualified != t.qualified:
             name += f" -> {t.out_qualified}"
         table.add_row(
-            name, *[c for a in ACTIONS for c in (f"{totals[a][0]:,}", human_bytes(totals[a][1]))]
+            Text(name),
+            *[Text(c) for a in ACTIONS for c in (f"{totals[a][0]:,}", human_bytes(totals[a][1]))],
         )
     totals = plan.totals()
     table.add_row(
@@ -131,7 +140,7 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
     )
     head = (
         f"restore job {outcome.job_id} done ({outcome.method}): {what} at "
-        f"{outcome.plan.at_label} (ts {outcome.plan.at_ts})"
+        f"{outcome.plan.at_label} (ts {outcome.plan.at_ts}, {local_time(outcome.plan.at_ts)})"
     )
     if outcome.method == "logical":
         lines = [
@@ -211,46 +220,65 @@ def job_json(job: JobRecord) -> dict[str, Any]:
     }
 
 
+_TENANT_TIMES = Stack(
+    ("created", "dropped", "kept until"),
+    header="times",
+    labels=("created", "dropped", "kept until"),
+)
+_RESTORED_FROM = Stack(
+    ("restored from", "at", "by job"), header="restored from", labels=("", "at", "by job")
+)
+_JOB_RESTORE = Stack(
+    ("mode", "source", "target", "to"), header="restore", labels=("", "from", "into", "to")
+)
+_JOB_TIMES = Stack(("created", "installed"), header="times", labels=("created", "installed"))
+
+
 def history_tables(hist: History) -> list[Table]:
-    lineage = Table(title="lineage (newest first)")
-    for col in (
-        "tenant",
-        "state",
-        "created",
-        "dropped",
-        "retained until",
-        "restored from",
-        "at ts",
-        "job",
-    ):
-        lineage.add_column(col, overflow="fold")
+    """The lineage and the restore jobs. A row's times stack in one cell (a
+    label and a time a line), as do where a tenant was restored from and what
+    a job did, so each table fits 100 columns and a long tenant name still has
+    room; ``--wide`` gives each its own column."""
+    refs = {t.id: t.ref for t in hist.lineage}  # a source in the lineage, by name@id
+    lineage = titled("lineage (newest first)")
+    wrapping(lineage, "tenant")
+    fixed(lineage, "state")
+    _TENANT_TIMES.add_to(lineage)
+    _RESTORED_FROM.add_to(lineage)
     for t in hist.lineage:
-        lineage.add_row(
-            t.ref,
-            t.state,
-            format_ts(t.created_ts),
-            "" if t.dropped_ts is None else format_ts(t.dropped_ts),
-            "" if t.retain_until is None else format_ts(t.retain_until),
-            t.source_tenant_id or "",
-            "" if t.source_ts is None else str(t.source_ts),
-            t.restore_job_id or "",
+        times = _TENANT_TIMES.cells(
+            local_time(t.created_ts),
+            local_time_or_blank(t.dropped_ts),
+            local_time_or_blank(t.retain_until),
         )
-    jobs = Table(title="restore jobs")
-    for col in ("job", "state", "mode", "source", "target", "to", "created", "installed", "error"):
-        jobs.add_column(col, overflow="fold")
+        source = _RESTORED_FROM.cells(
+            refs.get(t.source_tenant_id or "", t.source_tenant_id),
+            local_time_or_blank(t.source_ts),
+            t.restore_job_id,
+        )
+        lineage.add_row(*map(Text, (t.ref, t.state, *times, *source)))
+    jobs = titled("restore jobs")
+    wrapping(jobs, "job")
+    fixed(jobs, "state")
+    _JOB_RESTORE.add_to(jobs)
+    _JOB_TIMES.add_to(jobs)
+    any_error = any(job.error for job in hist.jobs)
+    if any_error:
+        wrapping(jobs, "error")
     for job in hist.jobs:
-        j = job_json(job)
-        jobs.add_row(
-            j["job_id"],
-            j["state"],
-            j["mode"] if j["scope"] == "tenant" else f"{j['scope']} {j['mode']}",
-            j["source"],
-            j["target"],
-            j["at"]["label"],
-            j["created"],
-            j["installed"] or "",
-            (job.error or "")[:120],
-        )
+        plan = job.plan
+        mode = plan.mode if plan.scope == "tenant" else f"{plan.scope} {plan.mode}"
+        cells = [
+            job.id,
+            job.state,
+            *_JOB_RESTORE.cells(
+                mode.replace("_", " "), plan.source.ref, plan.target_name, plan.at_label
+            ),
+            *_JOB_TIMES.cells(local_time(job.created_ts), local_time_or_blank(job.installed_ts)),
+        ]
+        if any_error:
+            cells.append(job.error or "")
+        jobs.add_row(*map(Text, cells))
     return [lineage, jobs]
 
 
@@ -268,31 +296,52 @@ def commit_json(commit: CommitRecord) -> dict[str, Any]:
     }
 
 
-def commits_table(tenant: str, commits: list[CommitRecord]) -> Table:
-    table = Table(
-        title=f"commits of {tenant} (newest first)",
-        caption="restore to just before one with --before TS",
-    )
-    for col, justify in (
-        ("ts", "right"),
-        ("time", "left"),
-        ("table", "left"),
-        ("kind", "left"),
-        ("upserted", "right"),
-        ("deleted", "right"),
-        ("bytes", "right"),
-        ("tenant", "left"),
-    ):
-        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for c in commits:
-        table.add_row(
-            str(c.ts),
-            format_ts(c.ts),
-            c.table,
-            c.kind,
-            f"{c.upserted:,}" if c.kind == "write" else "",
-            f"{c.deleted:,}" if c.kind == "write" else "",
-            human_bytes(c.bytes) if c.bytes else "",
-            c.tenant,
+_COMMIT_TIME = Stack(("ts", "time"))
+
+
+def commits_table(tenant: str, commits: list[CommitRecord]) -> list[Table]:
+    """The commits, newest first: one table per tenant of the lineage that made
+    them, named ``name@id`` in its title, rather than a column repeating it
+    (under ``--wide``, one table with a ``tenant`` column, a commit a line).
+
+    Each commit's ts, what ``--before`` takes, sits over its time in one cell.
+    """
+    if WIDE.get() or not commits:
+        groups: list[tuple[str | None, list[CommitRecord]]] = [(None, commits)]
+    else:
+        groups = [(ref, list(found)) for ref, found in groupby(commits, key=lambda c: c.tenant)]
+    tables = []
+    for i, (ref, found) in enumerate(groups):
+        table = titled(
+            f"commits of {ref or tenant} (newest first)" if i == 0 else f"older commits, of {ref}",
+            caption="restore to just before one with --before TS" if i == len(groups) - 1 else None,
         )
-    return table
+        _COMMIT_TIME.add_to(table)
+        wrapping(table, "table")
+        fixed(table, "kind")
+        fixed(table, "rows", right=True)
+        fixed(table, "size", right=True)
+        if ref is None:
+            wrapping(table, "tenant")
+        for c in found:
+            cells = [
+                *_COMMIT_TIME.cells(str(c.ts), local_time(c.ts)),
+                c.table,
+                c.kind,
+                _row_changes(c) if c.kind == "write" else "",
+                human_bytes(c.bytes) if c.bytes else "",
+            ]
+            if ref is None:
+                cells.append(c.tenant)
+            table.add_row(*map(Text, cells))
+        tables.append(table)
+    return tables
+
+
+def _row_changes(commit: CommitRecord) -> str:
+    """``+3`` rows upserted, ``-1`` deleted, ``+3 -1`` both: one short column for two counts."""
+    parts = [
+        f"+{commit.upserted:,}" if commit.upserted else "",
+        f"-{commit.deleted:,}" if commit.deleted else "",
+    ]
+    return " ".join(p for p in parts if p) or "0"

@@ -18,6 +18,7 @@ from rich.console import RenderableType
 from engine.cli import render, snapshot_render
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import CliState, cli_state, instant_arg, tenant_arg
+from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import lineage_snapshots, snapshot_in_lineage
 from tenants.protection import wall_now
@@ -31,7 +32,7 @@ from tenants.snapshots import (
 )
 from tenants.store import TableStore
 from tenants.tenancy import active_tenant, find_tenant
-from tenants.times import format_ts, parse_duration
+from tenants.times import parse_duration
 
 app = typer.Typer(
     help="Create, list, show and drop snapshots; schedule them.", no_args_is_help=True
@@ -77,7 +78,8 @@ def create(
         render.emit_json({"tenant": tenant, **snapshot_render.snapshot_json(record)})
     else:
         render.say(
-            f"created snapshot {record.name} of {tenant} at ts {record.ts} ({format_ts(record.ts)})"
+            f"created snapshot {record.name} of {tenant} at ts {record.ts} "
+            f"({local_time(record.ts)})"
         )
 
 
@@ -187,7 +189,7 @@ def drop(
         if not doomed:
             return [f"no snapshot of {tenant} matches: nothing would be dropped"]
         return [
-            *(f"{s.name}: ts {s.ts} ({format_ts(s.ts)}), {s.kind}" for s in doomed),
+            *(f"{s.name}: ts {s.ts} ({local_time(s.ts)}), {s.kind}" for s in doomed),
             "times only these snapshots protect stop being recoverable",
         ]
 

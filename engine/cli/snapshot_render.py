@@ -1,7 +1,8 @@
 """Rich tables and JSON for snapshots, snapshot schedules and PITR windows.
 
-These are the things that make a time *protected*; the views show each one
-with its raw ts (what ``--as-of`` takes) beside its ISO time (what people read).
+These are the things that make a time *protected*. The views show each time
+in the local zone, exact to the µs (``--as-of`` takes it back); ``snapshot
+show`` also gives the raw ts. The JSON keeps the ts and its UTC time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from engine.cli.render_layout import fixed, local_time, local_time_or_blank, titled, wrapping
 from tenants.pitr import PitrWindow
 from tenants.protection import Protection
 from tenants.schedules import Schedule, TickResult
@@ -49,13 +51,13 @@ def _lives_in(tenant: TenantRecord, holder: TenantRecord | None) -> str | None:
     """Where a snapshot found through lineage lives, when that is not the tenant itself."""
     if holder is None or holder.id == tenant.id:
         return None
-    until = f" until {format_ts(holder.retain_until)}" if holder.retain_until is not None else ""
+    until = f" until {local_time(holder.retain_until)}" if holder.retain_until is not None else ""
     return f"{holder.ref}{until}"
 
 
 def _expires(snapshot: SnapshotRecord) -> str:
     if snapshot.expires_at is not None:
-        return format_ts(snapshot.expires_at)
+        return local_time(snapshot.expires_at)
     return "never" if snapshot.kind == "manual" else "by schedule"
 
 
@@ -99,18 +101,24 @@ def snapshots_table(
     found: Sequence[tuple[TenantRecord, SnapshotRecord]],
     now: int,
 ) -> Table:
-    """Every snapshot restorable by name for ``tenant``, oldest first."""
-    table = Table(title=f"snapshots of {tenant.name}", caption=f"{len(found)} snapshot(s)")
-    for name in ("name", "ts", "time", "kind", "age", "expires"):
-        table.add_column(name, no_wrap=name != "name", justify="right" if name == "age" else "left")
+    """Every snapshot restorable by name for ``tenant``, oldest first.
+
+    Each with its time and not its ts as well: the time is exact (``--as-of``
+    takes it back), restores take the name, and ``snapshot show`` gives the ts.
+    """
+    table = titled(f"snapshots of {tenant.name}", caption=f"{len(found)} snapshot(s)")
+    wrapping(table, "name")
+    wrapping(table, "time")
+    fixed(table, "kind")
+    fixed(table, "age", right=True)
+    wrapping(table, "expires")
     retired = any(holder.id != tenant.id for holder, _ in found)
     if retired:
-        table.add_column("lives in", overflow="fold")
+        wrapping(table, "lives in")
     for holder, snap in found:
         cells = [
             snap.name,
-            str(snap.ts),
-            format_ts(snap.ts),
+            local_time(snap.ts),
             snap.kind,
             format_age(max(0, now - snap.ts)),
             _expires(snap),
@@ -126,14 +134,14 @@ def snapshot_view(
 ) -> Table:
     """One snapshot as a two-column field/value view."""
     table = Table(title=f"snapshot {snapshot.name} of {tenant.name}", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
+    table.add_column("field", style="bold", no_wrap=True)
+    wrapping(table, "value")
     rows = [
         ("name", snapshot.name),
         ("ts", str(snapshot.ts)),
-        ("time", format_ts(snapshot.ts)),
+        ("time", local_time(snapshot.ts)),
         ("kind", snapshot.kind),
-        ("created", format_ts(snapshot.created_ts)),
+        ("created", local_time(snapshot.created_ts)),
         ("age", format_age(max(0, now - snapshot.ts))),
         ("expires", _expires(snapshot)),
         ("lives in", _lives_in(tenant, holder) or f"{tenant.ref} (this tenant)"),
@@ -185,7 +193,8 @@ def schedule_lines(tenant: str, schedule: Schedule | None, now: int) -> list[str
     return [
         f"snapshot schedule of {tenant}: every {info['every']} from {info['first']} UTC, "
         f"named {schedule.name_prefix}-YYYYMMDDTHHMMSSZ, kept {retention}",
-        f"last due {info['last_due'] or 'not yet'}; next due {info['next_due']}",
+        f"last due {local_time_or_blank(info['last_due_ts']) or 'not yet'}; "
+        f"next due {local_time_or_blank(info['next_due_ts'])}",
     ]
 
 
@@ -204,9 +213,9 @@ def tick_lines(results: Sequence[TickResult]) -> list[str]:
     lines = []
     for r in results:
         for s in r.created:
-            lines.append(f"{r.tenant}: created {s.name} at ts {s.ts} ({format_ts(s.ts)})")
+            lines.append(f"{r.tenant}: created {s.name} at ts {s.ts} ({local_time(s.ts)})")
         for s in r.expired:
-            lines.append(f"{r.tenant}: expired {s.name} (ts {s.ts}, {format_ts(s.ts)})")
+            lines.append(f"{r.tenant}: expired {s.name} (ts {s.ts}, {local_time(s.ts)})")
     created = sum(len(r.created) for r in results)
     expired = sum(len(r.expired) for r in results)
     lines.append(f"tick: {created} created, {expired} expired, {len(results)} tenant(s) checked")
@@ -247,17 +256,17 @@ def pitr_table(tenant: str, window: PitrWindow | None, protection: Protection) -
         "PITR is off"
         if window is None
         else f"PITR window {format_duration(window.window_us)}, "
-        f"protecting history recorded since {format_ts(window.since_ts)}"
+        f"protecting history recorded since {local_time(window.since_ts)}"
     )
-    table = Table(title=f"recoverable times of {tenant}", caption=caption)
+    table = titled(f"recoverable times of {tenant}", caption=caption)
     for name in ("protected by", "from", "to"):
-        table.add_column(name, no_wrap=True)
+        wrapping(table, name)
     if protection.window is not None:
         lo, hi = protection.window
-        table.add_row(*map(Text, ("PITR window", format_ts(lo), format_ts(hi))))
+        table.add_row(*map(Text, ("PITR window", local_time(lo), local_time(hi))))
     else:
         table.add_row(*map(Text, ("PITR window", "off", "")))
-    table.add_row(*map(Text, ("now (no change since)", format_ts(protection.current_from), "now")))
+    table.add_row(*map(Text, ("now (no change since)", local_time(protection.current_from), "now")))
     count = len(protection.snapshots)
     table.add_row(*map(Text, (f"{count} snapshot(s)", f"see `rewind snapshot list {tenant}`", "")))
     return table

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from engine.cli import render
 from engine.cli.context import cli_state
+from engine.cli.render_layout import human_bytes, titled, wrapping
 
 app = typer.Typer(help="Package Rewind for a Spark cluster and check its workers.", no_args_is_help=True)
 
@@ -43,7 +43,8 @@ def package(
              "bytes": path.stat().st_size}
         )  # fmt: skip
     else:
-        render.say(f"{path} ({path.stat().st_size:,} bytes, build {spark_package.build_id()})")
+        size = human_bytes(path.stat().st_size)
+        render.say(f"{path} ({size}, build {spark_package.build_id()})")
 
 
 @app.command("check")
@@ -69,9 +70,9 @@ def check(ctx: typer.Context) -> None:
              "workers": reports}
         )  # fmt: skip
         return
-    table = Table(title=f"Spark workers of {master.describe()}")
+    table = titled(f"Spark workers of {master.describe()}")
     for column in ("host", "python", "Rewind", "status"):
-        table.add_column(column)
+        wrapping(table, column)
     for report in reports:
         problem = spark_probe.problem(report, version, build)
         table.add_row(

@@ -11,6 +11,7 @@ import typer
 
 from engine.cli import render
 from engine.cli.context import cli_state, table_arg, tenant_arg
+from engine.cli.render_layout import local_time
 from tenants.defaults import is_text_encoded
 from tenants.errors import InvalidArgument
 from tenants.names import column_name
@@ -78,7 +79,7 @@ def create(
     if state.json:
         render.emit_json(render.table_json(record))
     else:
-        created = format_ts(record.created_ts)
+        created = local_time(record.created_ts)
         render.say(f"created table {tenant}/{record.qualified} (id {record.id}) at {created}")
 
 
@@ -243,5 +244,5 @@ def alter(
         changes = [f"added {c.name}" for c in columns] + [f"dropped {c}" for c in dropped]
         render.say(
             f"altered table {tenant}/{record.qualified}: {', '.join(changes)}; new schema "
-            f"valid from ts {record.schema_from_ts} ({format_ts(record.schema_from_ts)})"
+            f"valid from ts {record.schema_from_ts} ({local_time(record.schema_from_ts)})"
         )

@@ -10,7 +10,7 @@ from rich.console import RenderableType
 from engine.cli import render
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, new_tenant_arg, tenant_arg
-from tenants.times import format_ts
+from engine.cli.render_layout import local_time
 
 app = typer.Typer(help="Create, list, drop, undrop and purge tenants.", no_args_is_help=True)
 
@@ -33,7 +33,7 @@ def create(ctx: typer.Context, name: TenantName) -> None:
         render.emit_json(render.tenant_json(tenant))
     else:
         render.say(
-            f"created tenant {tenant.name} (id {tenant.id}) at {format_ts(tenant.created_ts)}"
+            f"created tenant {tenant.name} (id {tenant.id}) at {local_time(tenant.created_ts)}"
         )
 
 
@@ -79,7 +79,7 @@ def drop(
         render.emit_json(render.tenant_json(tenant))
     else:
         assert tenant.dropped_ts is not None
-        render.say(f"dropped tenant {tenant.ref} at {format_ts(tenant.dropped_ts)}")
+        render.say(f"dropped tenant {tenant.ref} at {local_time(tenant.dropped_ts)}")
 
 
 @app.command("undrop")
