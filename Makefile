@@ -26,7 +26,7 @@ demo: $(STAMP) java
 	$(PY) -m engine.demo
 
 test: $(STAMP) java
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-deep: $(STAMP) java
 	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
@@ -46,4 +46,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy tenants engine
 
 clean:
-	rm -rf $(VENV) dist .rewind .rewind-demo .pytest_cache .hypothesis benchmarks/results/*.json
+	rm -rf $(VENV) dist .rewind .rewind-demo .pytest_cache .hypothesis
