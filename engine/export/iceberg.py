@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from engine.export.iceberg_catalog import close_catalog, open_iceberg_catalog, pyiceberg
 from engine.export.iceberg_schema import (
+    NAME_MAPPING,
     arrow_target,
     follow,
     native,
@@ -256,8 +257,9 @@ def _export_table(
             txn = target.existing.transaction()
             follow(txn, read.table.schema, where, replace=target.replace)
             schema = txn.table_metadata.schema()
+            previous = target.existing.properties.get(NAME_MAPPING)
             txn.set_properties(
-                properties(schema, _source(plan, read), read.table.schema.primary_key)
+                properties(schema, _source(plan, read), read.table.schema.primary_key, previous)
             )
         current = {str(f.file_path): f for f in _current_files(target.existing)}
         total = sum(o.bytes for o in read.objects)
@@ -500,7 +502,9 @@ def _commit(txn: Any, target: IcebergTarget) -> Any:
     exceptions = pyiceberg("pyiceberg.exceptions")
     try:
         return txn.commit_transaction()
-    except exceptions.CommitFailedException as e:
+    except (exceptions.CommitFailedException, exceptions.ValidationException) as e:
+        # pyiceberg retries a commit that lost a race, then refuses one whose files
+        # another writer's snapshot changed meanwhile.
         raise ConcurrentModification(
             f"the Iceberg table {target.name} changed while it was exported: {e}; nothing of "
             "this export was kept, export again"

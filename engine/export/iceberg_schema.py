@@ -133,21 +133,37 @@ def _identifiable(schema: TableSchema, where: str) -> bool:
     )
 
 
-def properties(schema: Schema, source: str, primary_key: tuple[str, ...]) -> dict[str, str]:
+def properties(
+    schema: Schema, source: str, primary_key: tuple[str, ...], previous: str | None = None
+) -> dict[str, str]:
     """The table properties every export sets: where it comes from, its key, its
-    name mapping (with ``__ts``: the module doc)."""
+    name mapping (:func:`name_mapping`)."""
     return {
         SOURCE: source,
         PRIMARY_KEY: json.dumps(list(primary_key)),
-        NAME_MAPPING: name_mapping(schema),
+        NAME_MAPPING: name_mapping(schema, previous),
     }
 
 
-def name_mapping(schema: Schema) -> str:
+def name_mapping(schema: Schema, previous: str | None = None) -> str:
+    """The schema's columns by name, ``__ts`` (the module doc), and every name the
+    ``previous`` mapping had that the schema lost: files of older snapshots still
+    hold dropped columns, and a reader maps every column of a file it reads."""
     mapping = pyiceberg("pyiceberg.table.name_mapping")
-    base = mapping.create_mapping_from_schema(schema)
-    extra = mapping.MappedField(field_id=TS_FIELD_ID, names=[TS])
-    return str(mapping.NameMapping([*base.root, extra]).model_dump_json())
+    fields = list(mapping.create_mapping_from_schema(schema).root)
+    named = {name for field in fields for name in field.names}
+    if previous:
+        try:
+            old = mapping.parse_mapping_from_json(previous)
+        except ValueError:
+            old = None  # not a mapping (a foreign table's): nothing to keep
+        for field in old.root if old is not None else ():
+            names = [n for n in field.names if n not in named and n != TS]
+            if names and field.field_id is not None:
+                fields.append(mapping.MappedField(field_id=field.field_id, names=names))
+                named.update(names)
+    fields.append(mapping.MappedField(field_id=TS_FIELD_ID, names=[TS]))
+    return str(mapping.NameMapping(fields).model_dump_json())
 
 
 def arrow_target(schema: Schema, table: TableSchema, where: str) -> pa.Schema:
