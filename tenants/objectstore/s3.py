@@ -417,22 +417,29 @@ class S3ObjectStore:
     def copy_from(self, source: ObjectStore, source_key: str, dest_key: str) -> bool:
         """S3 CopyObject from another bucket (or prefix) of the same endpoint,
         reached with the same settings (so the same account): the bytes move
-        inside S3. Objects past 5 GiB, CopyObject's limit, are copied in parts
-        (UploadPartCopy), still inside S3."""
+        inside S3. Past 5 GiB, CopyObject's limit, the object is copied in parts
+        (UploadPartCopy, boto3's managed copy), still inside S3."""
         if not isinstance(source, S3ObjectStore) or source.warehouse.s3 != self.warehouse.s3:
             return False
-        from boto3.s3.transfer import TransferConfig
+        from botocore.exceptions import ClientError
 
-        config = TransferConfig(
-            multipart_threshold=COPY_PART_BYTES, multipart_chunksize=COPY_PART_BYTES
-        )
+        copy_source = {"Bucket": source.warehouse.bucket, "Key": source._full(source_key)}
         try:
-            _retry(self._client.copy)(
-                {"Bucket": source.warehouse.bucket, "Key": source._full(source_key)},
-                self.warehouse.bucket,
-                self._full(dest_key),
-                Config=config,
-            )
+            try:
+                _retry(self._client.copy_object)(
+                    Bucket=self.warehouse.bucket, Key=self._full(dest_key), CopySource=copy_source
+                )
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code", "") != "InvalidRequest":
+                    raise
+                from boto3.s3.transfer import TransferConfig  # too large for one request
+
+                config = TransferConfig(
+                    multipart_threshold=COPY_PART_BYTES, multipart_chunksize=COPY_PART_BYTES
+                )
+                _retry(self._client.copy)(
+                    copy_source, self.warehouse.bucket, self._full(dest_key), Config=config
+                )
         except Exception as e:
             if _missing(e):
                 raise ObjectMissing(f"object {source._where(source_key)} is missing") from e
