@@ -35,6 +35,7 @@ from tenants.errors import (
     AlreadyExists,
     ConcurrentModification,
     InvalidArgument,
+    MissingDependency,
     NotFound,
     StorageError,
     UnprotectedTime,
@@ -661,3 +662,16 @@ def test_rewind_export_prints_a_table_or_json_and_refuses_bad_input_on_one_line(
         match="inside the warehouse",
     )  # fmt: skip
     assert not (tmp_path / "bad").exists()
+
+
+def test_an_iceberg_export_without_pyiceberg_names_the_extra_before_anything_is_written(
+    store: TableStore, lake: str, s3_server: EmbeddedS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compacted(store)
+    for module in ("pyiceberg", "pyiceberg.catalog"):
+        monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    with pytest.raises(MissingDependency, match=r"pip install 'rewind\[iceberg\]'"):
+        export_tables(
+            store, "acme", "shop.orders", "mon", lake, format="iceberg", iceberg_catalog="sqlite://"
+        )
+    assert listing(open_object_store(lake, s3_server.settings)) == {}

@@ -212,6 +212,8 @@ def _check_target(
     dest = open_target(location, s3, store.objects.warehouse, "Iceberg table location")
     if existing is None and not replace:
         for info in dest.list(""):
+            if info.key.startswith(f"{METADATA}/") and info.key.endswith(".metadata.json"):
+                continue  # a failed export's (a commit writes it before the catalog says no)
             raise AlreadyExists(
                 f"the location {dest.warehouse.uri} of the new Iceberg table {name} already "
                 f"holds {info.key}: choose another --to, or pass --replace to write there anyway"
