@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from engine.export.iceberg_catalog import close_catalog, open_iceberg_catalog, pyiceberg
+from engine.export.iceberg_files import current_files, describe_file, snapshot_summary
 from engine.export.iceberg_schema import (
     NAME_MAPPING,
     arrow_target,
@@ -73,15 +73,12 @@ from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.progress import Share, Step, step
 from tenants.reads import ReadPlan, stream_visible
-from tenants.schema import TS
 from tenants.store import TableStore
-from tenants.times import format_ts
 from tenants.wholly_visible import VisibleSplit, wholly_visible
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table.metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -236,11 +233,10 @@ def _export_table(
     """Steps 2 to 4 of the module doc, for one table."""
     read = target.read
     where = f"{plan.holder.name}/{read.table.qualified}"
-    split = (
-        wholly_visible(store.objects, read)
-        if zero_copy and native(read.table.schema, where)
-        else None
-    )
+    split = None
+    if zero_copy and native(read.table.schema, where):
+        with step(f"finding the objects of {where} to copy"):  # key columns only
+            split = wholly_visible(store.objects, read)
     before = {info.key for info in target.dest.list(f"{METADATA}/")}
     commit_uuid = uuid.uuid4()
     written: list[str] = []
@@ -263,7 +259,7 @@ def _export_table(
             txn.set_properties(
                 properties(schema, _source(plan, read), read.table.schema.primary_key, previous)
             )
-        current = {str(f.file_path): f for f in _current_files(target.existing)}
+        current = {str(f.file_path): f for f in current_files(target.existing)}
         total = sum(o.bytes for o in read.objects)
         with step(f"exporting {where}", total) as exporting:
             reused = _copy_whole(store, target, split, current, written, exporting, txn)
@@ -273,9 +269,9 @@ def _export_table(
                 store, target, plan, rest, arrow, target_bytes, written, exporting
             )
         files = [r.data_file for r in reused]
-        files += [_data_file(txn.table_metadata, target, key) for key, _ in rewritten]
+        files += [describe_file(txn.table_metadata, target.dest, key) for key, _ in rewritten]
         paths = {str(f.file_path) for f in files}
-        summary = _summary(plan, read, len(reused), len(rewritten))
+        summary = snapshot_summary(plan, read, len(reused), len(rewritten))
         with txn.update_snapshot(snapshot_properties=summary).overwrite(commit_uuid) as overwrite:
             for path, old in current.items():
                 if path not in paths:
@@ -363,7 +359,7 @@ def _copy_whole(
                         store.objects, record.key, record.bytes, record.checksum, target.dest, key
                     )
                     how = "streamed"
-            data_file = _data_file(txn.table_metadata, target, key)
+            data_file = describe_file(txn.table_metadata, target.dest, key)
             if (data_file.file_size_in_bytes, data_file.record_count) != (
                 record.bytes,
                 record.rows,
@@ -428,75 +424,6 @@ def _cast(rounds: Iterator[pa.Table], arrow: pa.Schema) -> Iterator[pa.Table]:
     """Visible rows in the Iceberg schema's column order and written types."""
     for rows in rounds:
         yield rows.select(arrow.names).cast(arrow)
-
-
-def _data_file(metadata: TableMetadata, target: IcebergTarget, key: str) -> DataFile:
-    """The Iceberg data file of ``key``, from its Parquet footer (a ranged read).
-
-    pyiceberg's statistics helper maps every Parquet column to a field id: a
-    copied object's ``__ts`` gets a placeholder that collects nothing and is
-    dropped from the column sizes (the file's own name mapping is the table's).
-    """
-    io = pyiceberg("pyiceberg.io.pyarrow")
-    manifest = pyiceberg("pyiceberg.manifest")
-    with target.dest.open_input(key) as source:
-        footer = pq.read_metadata(source)
-        size = source.size()
-    schema = metadata.schema()
-    mapping = io.parquet_path_to_id_mapping(schema)
-    plan = io.compute_statistics_plan(schema, metadata.properties)
-    placeholder = -1
-    if TS in footer.schema.to_arrow_schema().names:
-        types = pyiceberg("pyiceberg.types")
-        mapping[TS] = placeholder
-        plan[placeholder] = io.StatisticsCollector(
-            field_id=placeholder,
-            iceberg_type=types.LongType(),
-            mode=io.MetricsMode(io.MetricModeTypes.NONE),
-            column_name=TS,
-        )
-    stats = io.data_file_statistics_from_parquet_metadata(footer, plan, mapping)
-    stats.column_sizes.pop(placeholder, None)
-    return manifest.DataFile.from_args(
-        content=manifest.DataFileContent.DATA,
-        file_path=f"{target.dest.warehouse.uri}/{key}",
-        file_format=manifest.FileFormat.PARQUET,
-        partition=stats.partition(metadata.spec(), schema),
-        file_size_in_bytes=size,
-        sort_order_id=None,
-        spec_id=metadata.default_spec_id,
-        equality_ids=None,
-        key_metadata=None,
-        **stats.to_serialized_dict(),
-    )
-
-
-def _summary(plan: ExportPlan, read: ReadPlan, reused: int, rewritten: int) -> dict[str, str]:
-    """The Iceberg snapshot's summary properties: which Rewind time it holds."""
-    summary = {
-        "rewind.tenant": plan.holder.name,
-        "rewind.tenant-id": plan.holder.id,
-        "rewind.table": read.table.qualified,
-        "rewind.ts": str(plan.at_ts),
-        "rewind.at": format_ts(plan.at_ts),
-        "rewind.export-id": plan.export_id,
-        "rewind.reused-files": str(reused),
-        "rewind.rewritten-files": str(rewritten),
-    }
-    if plan.snapshot is not None:
-        summary["rewind.snapshot"] = plan.snapshot
-    return summary
-
-
-def _current_files(existing: Any) -> Iterator[DataFile]:
-    """The data files of the table's current snapshot (all replaced by the export)."""
-    if existing is None or existing.current_snapshot() is None:
-        return
-    manifest = pyiceberg("pyiceberg.manifest")
-    for listed in existing.current_snapshot().manifests(existing.io):
-        if listed.content == manifest.ManifestContent.DATA:
-            for entry in listed.fetch_manifest_entry(existing.io, discard_deleted=True):
-                yield entry.data_file
 
 
 def _commit(txn: Any, target: IcebergTarget) -> Any:
