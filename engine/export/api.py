@@ -20,7 +20,7 @@ from engine.export.plan import Format, check_format, plan_export
 from engine.export.result import ExportResult
 from engine.export.target import open_target
 from engine.logical.dump import DEFAULT_TARGET_BYTES
-from tenants.config import S3Settings
+from tenants.config import S3Settings, Warehouse
 from tenants.errors import InvalidArgument
 from tenants.store import TableStore
 from tenants.times import format_ts
@@ -94,6 +94,7 @@ def export_tables(
         )
     if format == "parquet" and (iceberg_catalog or namespace):
         raise InvalidArgument("--iceberg-catalog and --namespace are for --format iceberg")
+    to = Warehouse.parse(to, what="export destination").uri  # a bare path: file://
     plan = plan_export(store.catalog, tenant, tables, point)
     metadata_bytes = 0
     if format == "parquet":
@@ -110,7 +111,7 @@ def export_tables(
             plan,
             catalog=iceberg_catalog,
             catalog_name=iceberg_catalog_name,
-            to=to.rstrip("/"),
+            to=to,
             namespace=namespace,
             s3=s3,
             replace=replace,
