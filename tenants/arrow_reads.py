@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tenants.catalog import Catalog
+from tenants.catalog import Catalog, Tx
 from tenants.errors import InvalidArgument, ObjectMissing
 from tenants.key_range import KeyRange
 from tenants.lineage import require_data, resolve_point, snapshot_in_lineage
@@ -44,10 +44,10 @@ from tenants.objectstore import ObjectStore
 from tenants.protection import wall_now
 from tenants.reads import ReadPlan, narrowed, read_plan_in, stream_visible
 from tenants.snapshots import snapshot_name
-from tenants.tenancy import find_tenant
+from tenants.tenancy import TenantRecord, find_tenant
 from tenants.times import parse_time
 
-__all__ = ["ArrowRead", "KeyRange", "Keys", "plan_arrow_read", "read_arrow"]
+__all__ = ["ArrowRead", "KeyRange", "Keys", "plan_arrow_read", "plan_time", "read_arrow"]
 
 Keys = KeyRange | tuple[Any, Any]
 """A primary-key range, both ends inclusive: a :class:`KeyRange`, or ``(low, high)``
@@ -290,36 +290,63 @@ def _plan(
     ts: int | None,
     at: str | None,
 ) -> ReadPlan:
-    """The read plan at the time named by one of ``snapshot``, ``ts``, ``at`` (none: now).
+    """The read plan at the time named by one of ``snapshot``, ``ts``, ``at`` (none: now)."""
+    _check_time(f"read of {tenant}/{database}.{table}", snapshot, ts, at)
+    with catalog.snapshot() as tx:
+        holder, as_of = _time_in(tx, tenant, snapshot=snapshot, ts=ts, at=at)
+        return read_plan_in(tx, holder, database, table, as_of)
 
-    Each names its own kind of time, so none is guessed from its text: a snapshot
-    called ``now`` is a snapshot, ``at="PT15M"`` is fifteen minutes ago.
+
+def plan_time(
+    store: Store,
+    tenant: str,
+    *,
+    snapshot: str | None = None,
+    ts: int | None = None,
+    at: str | None = None,
+) -> int:
+    """The ts one of ``snapshot``, ``ts``, ``at`` (none: now) names for ``tenant``, checked
+    as a read checks it: reads of several tables at it see one state of the tenant.
+
+    Raises:
+        NotFound, UnprotectedTime, InvalidArgument: as :func:`read_arrow`.
     """
+    _check_time(f"read of {tenant}", snapshot, ts, at)
+    with store.catalog.snapshot() as tx:
+        return _time_in(tx, tenant, snapshot=snapshot, ts=ts, at=at)[1]
+
+
+def _check_time(what: str, snapshot: str | None, ts: int | None, at: str | None) -> None:
+    """Each of ``snapshot``, ``ts`` and ``at`` names its own kind of time, so none is
+    guessed from its text: a snapshot called ``now`` is a snapshot, ``at="PT15M"``
+    is fifteen minutes ago; at most one is given."""
     named = [k for k, v in (("snapshot", snapshot), ("ts", ts), ("at", at)) if v is not None]
     if len(named) > 1:
-        raise InvalidArgument(
-            f"read of {tenant}/{database}.{table}: give one of snapshot, ts or at, "
-            f"not {' and '.join(named)}"
-        )
+        raise InvalidArgument(f"{what}: give one of snapshot, ts or at, not {' and '.join(named)}")
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
         raise InvalidArgument(f"ts {ts!r}: give an int of µs since the epoch (or use at=)")
     if at is not None and not isinstance(at, str):
         raise InvalidArgument(f"at {at!r}: give a time as text (or use ts= for an int of µs)")
     if snapshot is not None:
         snapshot_name(snapshot)
-    with catalog.snapshot() as tx:
-        tenant_rec = require_data(find_tenant(tx, tenant))
-        if snapshot is not None:
-            holder, snap = snapshot_in_lineage(tx, tenant_rec, snapshot)
-            holder, as_of = require_data(holder), snap.ts
-        elif ts is not None:
-            holder, as_of, _ = resolve_point(tx, tenant_rec, ts)
-        elif at is not None:
-            instant = parse_time(at).resolve(wall_now(tx))
-            holder, as_of, _ = resolve_point(tx, tenant_rec, instant)
-        else:
-            holder, as_of = tenant_rec, tx.last_ts()
-        return read_plan_in(tx, holder, database, table, as_of)
+
+
+def _time_in(
+    tx: Tx, tenant: str, *, snapshot: str | None, ts: int | None, at: str | None
+) -> tuple[TenantRecord, int]:
+    """(the tenant holding the data then, the ts) of a checked time, in ``tx``."""
+    tenant_rec = require_data(find_tenant(tx, tenant))
+    if snapshot is not None:
+        holder, snap = snapshot_in_lineage(tx, tenant_rec, snapshot)
+        return require_data(holder), snap.ts
+    if ts is not None:
+        holder, as_of, _ = resolve_point(tx, tenant_rec, ts)
+        return holder, as_of
+    if at is not None:
+        instant = parse_time(at).resolve(wall_now(tx))
+        holder, as_of, _ = resolve_point(tx, tenant_rec, instant)
+        return holder, as_of
+    return tenant_rec, tx.last_ts()
 
 
 def _key_range(keys: Keys | None, plan: ReadPlan) -> KeyRange | None:

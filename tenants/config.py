@@ -160,6 +160,22 @@ class S3Settings:
                 kwargs["session_token"] = token
         return kwargs
 
+    def to_pyiceberg(self) -> dict[str, str]:
+        """Properties for a pyiceberg catalog's FileIO (``s3.*``), so the Iceberg
+        metadata an export commits reaches the same endpoint, with the same
+        credentials, as the data files Rewind writes beside it."""
+        props: dict[str, str] = {"s3.region": self.region}
+        if self.endpoint_url:
+            props["s3.endpoint"] = self.endpoint_url
+        if self.profile:
+            props["s3.profile-name"] = self.profile
+        keys = self.keys()
+        if keys:
+            props["s3.access-key-id"], props["s3.secret-access-key"], token = keys
+            if token:
+                props["s3.session-token"] = token
+        return props
+
 
 @dataclass(frozen=True)
 class Warehouse:

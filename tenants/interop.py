@@ -14,6 +14,7 @@ imported when a function here is called, never at import.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from types import ModuleType
@@ -21,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
-from tenants.arrow_reads import Keys, Store, plan_arrow_read
-from tenants.errors import MissingDependency
+from tenants.arrow_reads import Keys, Store, plan_arrow_read, plan_time
+from tenants.errors import InvalidArgument, MissingDependency
 from tenants.names import object_name
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-__all__ = ["to_duckdb", "to_polars"]
+__all__ = ["duckdb_sql", "sql_tables", "to_duckdb", "to_polars"]
 
 INSTALL_HINT = "pip install 'rewind[engines]'"
 
@@ -170,6 +171,71 @@ def to_polars(
 
     frame = register_io_source(source, schema=schema)
     return frame if lazy else frame.collect()
+
+
+def duckdb_sql(
+    store: Store,
+    tenant: str,
+    sql: str,
+    *,
+    snapshot: str | None = None,
+    ts: int | None = None,
+    at: str | None = None,
+    connection: duckdb.DuckDBPyConnection | None = None,
+) -> duckdb.DuckDBPyRelation:
+    """The result of a DuckDB ``sql`` query over the tenant's tables, every table it
+    names (``db.table``) read as :func:`to_duckdb` reads it, all at one time.
+
+    Each ``db.table`` the query names becomes a view ``db.table`` on the
+    connection (a fresh in-memory one by default) over the rows visible at
+    that time: joins, filters and aggregates run on visible rows only. The
+    time is resolved once, so two tables are never read at two times.
+
+    Raises:
+        MissingDependency: duckdb is not installed.
+        InvalidArgument: the query does not parse, or names no ``db.table``.
+        and what :func:`~tenants.arrow_reads.read_arrow` raises for each table
+        (``NotFound`` for a table the tenant does not have at that time).
+    """
+    duck = _engine("duckdb", "duckdb_sql")
+    first = plan_time(store, tenant, snapshot=snapshot, ts=ts, at=at)
+    tables = sql_tables(sql, duck)
+    if connection is None:
+        connection = duck.connect()
+    assert connection is not None
+    for database, table in tables:
+        read = plan_arrow_read(store, tenant, f"{database}.{table}", ts=first)
+        hidden = f"__rewind_{database}__{table}"
+        connection.from_arrow(read).create_view(hidden, replace=True)
+        connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{database}"')
+        connection.execute(
+            f'CREATE OR REPLACE VIEW "{database}"."{table}" AS SELECT * FROM "{hidden}"'
+        )
+    try:
+        return connection.sql(sql)
+    except duck.Error as e:
+        raise InvalidArgument(f"the query failed: {str(e).splitlines()[0]}") from e
+
+
+def sql_tables(sql: str, duck: ModuleType | None = None) -> list[tuple[str, str]]:
+    """The ``db.table`` names a query reads, as DuckDB's parser finds them (a name
+    in another form, such as an unqualified CTE, is DuckDB's own)."""
+    duck = duck or _engine("duckdb", "sql_tables")
+    try:
+        names = duck.get_table_names(sql, qualified=True)
+    except duck.Error as e:
+        raise InvalidArgument(f"the query does not parse: {str(e).splitlines()[0]}") from e
+    found = []
+    for name in sorted(names):
+        reference = re.split(r"\s+AS\s+", name, maxsplit=1, flags=re.IGNORECASE)[0].strip()
+        parts = [p.strip('"') for p in re.findall(r'"(?:[^"]|"")*"|[^.]+', reference)]
+        if len(parts) == 2:
+            found.append((object_name(parts[0], "database"), object_name(parts[1], "table")))
+    if not found:
+        raise InvalidArgument(
+            "the query names no table: name each as database.table (FROM shop.orders)"
+        )
+    return sorted(set(found))
 
 
 def _engine(module: str, caller: str) -> Any:

@@ -44,6 +44,7 @@ MAIN_COMMANDS = [
     "restore-tenant",
     "restore-table",
     "backup create",
+    "export",
     "gc",
 ]
 

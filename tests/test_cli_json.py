@@ -110,6 +110,7 @@ def test_every_time_in_every_json_output_has_its_ts_and_iso_side_by_side(
     run("objects", "acme")
     run("storage", "acme")
     run("history", "acme", "--commits")
+    run("export", "acme", "shop.items", "--snapshot", "mon", "--to", f"file://{tmp_path / 'export'}")
     run("restore-tenant", "acme", "--snapshot", "mon", "--to", "clone", "--dry-run")
     run("restore-tenant", "acme", "--snapshot", "mon", "--to", "clone")
     run("restore-table", "acme", "shop.items", "--snapshot", "mon", "--dry-run")

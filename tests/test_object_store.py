@@ -78,6 +78,41 @@ def test_copy_duplicates_the_bytes_and_keeps_the_source(object_store: ObjectStor
     assert object_store.get("src/x") == b"payload"
 
 
+def test_copy_from_another_store_of_the_same_kind_copies_inside_it_and_refuses_across_kinds(
+    object_store: ObjectStore, s3_server: EmbeddedS3, tmp_path: Path
+) -> None:
+    """file:// to file:// (a file copy) and bucket to bucket of one endpoint (S3
+    CopyObject) copy without the bytes passing through Rewind; across kinds,
+    or to another endpoint, nothing is copied and the caller is told so."""
+    if object_store.warehouse.scheme == "s3":
+        other_bucket = f"rewind-test-{uuid.uuid4().hex[:12]}"
+        s3_server.create_bucket(other_bucket)
+        other = open_object_store(f"s3://{other_bucket}/elsewhere", s3_server.settings)
+        foreign = open_object_store(f"file://{tmp_path / 'foreign'}")
+        elsewhere = open_object_store(
+            f"s3://{other_bucket}/x", replace(s3_server.settings, endpoint_url="http://127.0.0.1:9")
+        )
+    else:
+        other = open_object_store(f"file://{tmp_path / 'elsewhere'}")
+        foreign = open_object_store(f"s3://{s3_server_bucket(s3_server)}/x", s3_server.settings)
+        elsewhere = foreign
+    object_store.put("objects/a.parquet", b"payload" * 1000)
+    assert other.copy_from(object_store, "objects/a.parquet", "data/a.parquet") is True
+    assert other.get("data/a.parquet") == b"payload" * 1000
+    assert object_store.get("objects/a.parquet") == b"payload" * 1000
+    assert foreign.copy_from(object_store, "objects/a.parquet", "data/a.parquet") is False
+    assert elsewhere.copy_from(object_store, "objects/a.parquet", "data/a.parquet") is False
+    assert keys_under(foreign) == []
+    with pytest.raises(ObjectMissing, match="objects/nope"):
+        other.copy_from(object_store, "objects/nope", "data/nope")
+
+
+def s3_server_bucket(s3_server: EmbeddedS3) -> str:
+    name = f"rewind-test-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(name)
+    return name
+
+
 def test_delete_many_removes_keys_and_ignores_missing_ones(object_store: ObjectStore) -> None:
     for key in ("d/1", "d/2", "d/3"):
         object_store.put(key, b"x")

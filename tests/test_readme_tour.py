@@ -52,6 +52,9 @@ def fresh_clone(at: Path) -> Path:
         '-m engine.cli.app "$@"\n'
     )
     rewind.chmod(0o755)
+    python = bin_dir / "python"  # the venv's python, as `. .venv/bin/activate` gives it
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
     (bin_dir / "activate").write_text(f'PATH={shlex.quote(str(bin_dir))}:"$PATH"\nexport PATH\n')
     return clone
 
@@ -122,6 +125,24 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert example.returncode == 0, example.stderr[-3000:]
     total = sum(int(str(r["qty"])) for r in loaded)
     assert example.stdout.strip() == f"[({len(loaded)}, {total})]"
+
+    # The README's export example: an Iceberg table that pyiceberg alone reads
+    # (no PYTHONPATH: Rewind cannot be imported there), and plain Parquet.
+    match = re.search(r"```sh\n(.*?)```", engines, re.DOTALL)
+    assert match is not None, "no ```sh block under the engines heading"
+    exported = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n. .venv/bin/activate\n" + match.group(1)],
+        cwd=clone,
+        env=env | {"REWIND_HOME": str(clone / ".rewind"), "COLUMNS": "200"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert exported.returncode == 0, exported.stdout[-3000:] + exported.stderr[-3000:]
+    assert f"mon {len(loaded)}" in exported.stdout.splitlines()
+    pointer = json.loads((clone / ".rewind" / "parquet" / "rewind-export.json").read_text())
+    assert pointer["snapshot"] == "mon" and pointer["tables"]["shop.orders"]["rows"] == len(loaded)
 
 
 def test_the_tours_sample_files_match_its_table() -> None:

@@ -26,6 +26,7 @@ from engine.cli import (
     catalog_cmds,
     data_cmds,
     ddl_cmds,
+    export_cmds,
     gc_cmds,
     pitr_cmds,
     render,
@@ -187,6 +188,7 @@ ddl_cmds.register(app)
 restore_cmds.register(app)
 table_restore_cmds.register(app, table_cmds.app)
 gc_cmds.register(app)
+export_cmds.register(app)
 
 
 @app.callback()

@@ -16,6 +16,7 @@ import typer
 from tenants.config import S3Settings
 from tenants.errors import InvalidArgument
 from tenants.names import qualified_table, tenant_name
+from tenants.snapshots import snapshot_name
 from tenants.spark_credentials import submitted_settings
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
@@ -115,7 +116,23 @@ def instant_arg(option: str, text: str) -> int | str:
     return parse_time(text).as_point()
 
 
-def resolve_as_of(store: TableStore, tenant: str, text: str) -> int:
+def read_time_arg(as_of: str | None, snapshot: str | None, at: str | None) -> str | int | None:
+    """The time one of ``--as-of``, ``--snapshot`` or ``--at`` names (None: now),
+    checked before any I/O: ``--snapshot`` takes only a snapshot name, ``--at``
+    only a time (:func:`instant_arg`), ``--as-of`` either."""
+    given = [n for n, v in (("--as-of", as_of), ("--snapshot", snapshot), ("--at", at)) if v]
+    if len(given) > 1:
+        raise InvalidArgument(f"give one of --as-of, --snapshot or --at, not {' and '.join(given)}")
+    if snapshot is not None:
+        if starts_time(snapshot.strip()):
+            raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
+        return snapshot_name(snapshot)
+    if at is not None:
+        return instant_arg("--at", at)
+    return as_of
+
+
+def resolve_as_of(store: TableStore, tenant: str, text: str | int) -> int:
     """The commit ts a user-named time means for ``tenant``.
 
     The single place every ``--as-of`` (and later every restore target) is

@@ -19,8 +19,16 @@ import pyarrow.parquet as pq
 import typer
 
 from engine.cli import render
-from engine.cli.context import cli_state, resolve_as_of, size_arg, table_arg, tenant_arg
+from engine.cli.context import (
+    cli_state,
+    read_time_arg,
+    resolve_as_of,
+    size_arg,
+    table_arg,
+    tenant_arg,
+)
 from engine.cli.render_layout import local_time
+from engine.cli.sql_query import show_sql
 from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.errors import InvalidArgument
 from tenants.key_range import KeyRange
@@ -320,13 +328,40 @@ def delete(
 def query(
     ctx: typer.Context,
     tenant: Tenant,
-    table: TableRef,
+    table: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="DB.TABLE", help="The table (or --sql QUERY).", show_default=False
+        ),
+    ] = None,
     as_of: Annotated[
         str | None,
         typer.Option(
             "--as-of",
             help="Read as of this time: a snapshot name, -1h, PT15M (that long ago), now, "
             "an ISO-8601 instant or a ts in µs (default: now).",
+            show_default=False,
+        ),
+    ] = None,
+    snapshot: Annotated[
+        str | None,
+        typer.Option("--snapshot", help="Read as of this snapshot (or --as-of, --at).", show_default=False),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Read as of this time: -1h, PT15M, now, an ISO-8601 instant or a ts in µs.",
+            show_default=False,
+        ),
+    ] = None,
+    sql: Annotated[
+        str | None,
+        typer.Option(
+            "--sql",
+            metavar="QUERY",
+            help="A DuckDB query over the tenant's tables, each named database.table "
+            "(SELECT ... FROM shop.orders), all read as of one time.",
             show_default=False,
         ),
     ] = None,
@@ -356,22 +391,33 @@ def query(
         typer.Option("--to", help="Last key to show (inclusive), as --from.", show_default=False),
     ] = None,
 ) -> None:
-    """Print the table's visible rows, sorted by primary key, now or as of a time.
+    """Print the table's visible rows, sorted by primary key, now or as of a time;
+    or the result of a DuckDB query over the tenant's tables at that time.
 
     Examples:
       rewind query acme shop.orders
       rewind query acme shop.orders --as-of mon --limit 10
+      rewind query acme --snapshot mon --sql "SELECT item, sum(qty) FROM shop.orders GROUP BY item"
     """
     state = cli_state(ctx)
     tenant_arg(tenant)
-    database, name = table_arg(table)
+    if (table is None) == (sql is None):
+        raise InvalidArgument("say what to read: DB.TABLE, or --sql QUERY (not both)")
+    when = read_time_arg(as_of, snapshot, at)
     if limit is not None and limit < 0:
         raise InvalidArgument(f"invalid --limit {limit}: use 0 or more rows")
-    store = state.store()
-    # Pin "now" to a ts, so the title names exactly the time that was read.
-    ts = store.now() if as_of is None else resolve_as_of(store, tenant, as_of)
+    if sql is not None and (key_from or key_to or reader is ReaderChoice.spark):
+        raise InvalidArgument("--sql reads every table it names: leave out --from, --to and --reader")
     if limit is None and not state.json:
         limit = TABLE_VIEW_LIMIT
+    store = state.store()
+    # Pin "now" to a ts, so the title names exactly the time that was read.
+    ts = store.now() if when is None else resolve_as_of(store, tenant, when)
+    if sql is not None:
+        show_sql(store, tenant, sql, ts, limit, state.json)
+        return
+    assert table is not None
+    database, name = table_arg(table)
     plan = store.plan_read(tenant, database, name, ts)
     keys = KeyRange.parse(key_from, key_to, plan.table.schema.key_arrow())
     if keys is not None and reader is ReaderChoice.spark:

@@ -304,13 +304,15 @@ def write_dump(
     reader: Reader = "local",
     target_bytes: int = DEFAULT_TARGET_BYTES,
     dump_id: str | None = None,
+    action: str = "dumping",
 ) -> DumpResult:
-    """Read each planned table at its time and write files, then the manifest."""
+    """Read each planned table at its time and write files, then the manifest
+    (``action`` names the work in progress bars: a parquet export is a dump)."""
     started = time.perf_counter()
     root = root.rstrip("/")
     dumped = []
     work = sum(o.bytes for plan in reads for o in plan.objects)
-    with step(f"dumping {holder.name}", work) as dumping:
+    with step(f"{action} {holder.name}", work) as dumping:
         for plan in reads:
             if reader == "spark":
                 dumped.append(_dump_table_by_executors(store, plan, dest, root, target_bytes))

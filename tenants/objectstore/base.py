@@ -98,6 +98,18 @@ class ObjectStore(Protocol):
 
     def copy(self, source_key: str, dest_key: str) -> None: ...
 
+    def copy_from(self, source: ObjectStore, source_key: str, dest_key: str) -> bool:
+        """Copy ``source_key`` of another object store to ``dest_key`` of this one
+        without its bytes passing through this process, if the two allow it: S3
+        CopyObject between buckets of one endpoint and account, a file copy
+        between two ``file://`` directories. False: nothing was copied (another
+        backend, endpoint or account), and the caller streams the bytes itself.
+
+        Raises:
+            ObjectMissing: ``source_key`` is not there.
+        """
+        ...
+
     def delete_many(self, keys: Iterable[str]) -> int: ...
 
     def partial_writes(self, prefix: str) -> Iterator[PartialWrite]:

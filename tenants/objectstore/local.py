@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pyarrow as pa
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, StorageError
-from tenants.objectstore.base import ObjectInfo, PartialWrite
+from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite
 
 # ``.<name>.<tag>.tmp`` beside ``<name>``: what put/create write before the rename
 # (tag = the writer's pid, plus a random suffix for create). A writer killed in
@@ -182,6 +183,29 @@ class LocalObjectStore:
 
     def copy(self, source_key: str, dest_key: str) -> None:
         self.put(dest_key, self.get(source_key))
+
+    def copy_from(self, source: ObjectStore, source_key: str, dest_key: str) -> bool:
+        """A file copy (the kernel's, ``copy_file_range``/``sendfile``) to a temp
+        name renamed into place; only from another ``file://`` store."""
+        if not isinstance(source, LocalObjectStore):
+            return False
+        path = self._path(dest_key)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source._path(source_key), tmp)
+            os.replace(tmp, path)
+        except FileNotFoundError as e:
+            tmp.unlink(missing_ok=True)
+            if not source._path(source_key).exists():
+                raise ObjectMissing(f"object {source.warehouse.uri}/{source_key} is missing") from e
+            raise StorageError(f"cannot write {self.warehouse.uri}/{dest_key}: {e}") from e
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(
+                f"cannot copy {source.warehouse.uri}/{source_key} to {self.warehouse.uri}/{dest_key}: {e}"
+            ) from e
+        return True
 
     def delete_many(self, keys: Iterable[str]) -> int:
         deleted = 0

@@ -25,7 +25,7 @@ from tenacity import (
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, RewindError, StorageError, TransientError
-from tenants.objectstore.base import ObjectInfo, PartialWrite
+from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 # of it is in flight (409, S3 asks to retry; the caller re-reads instead).
 CONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 MAX_ATTEMPTS = 5
+# CopyObject copies up to 5 GiB in one request; beyond, parts of this size.
+COPY_PART_BYTES = 5 * 1024 * 1024 * 1024
 # Multipart part size: S3 allows 10,000 parts, so objects up to 80 GiB (compaction
 # targets at most 4 GiB; a rewrite is never larger than its input).
 PART_BYTES = 8 * 1024 * 1024
@@ -71,6 +73,15 @@ def _is_retryable(error: BaseException) -> bool:
         error,
         (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError),
     )
+
+
+def _missing(error: BaseException) -> bool:
+    """A 404 from S3 (the managed copy's HEAD of its source answers a bare "404")."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(error, ClientError):
+        return error.response.get("Error", {}).get("Code", "") in MISSING_CODES
+    return False
 
 
 _retry = retry(
@@ -402,6 +413,38 @@ class S3ObjectStore:
             )
         except Exception as e:
             raise self._translate(e, source_key, "copy") from e
+
+    def copy_from(self, source: ObjectStore, source_key: str, dest_key: str) -> bool:
+        """S3 CopyObject from another bucket (or prefix) of the same endpoint,
+        reached with the same settings (so the same account): the bytes move
+        inside S3. Past 5 GiB, CopyObject's limit, the object is copied in parts
+        (UploadPartCopy, boto3's managed copy), still inside S3."""
+        if not isinstance(source, S3ObjectStore) or source.warehouse.s3 != self.warehouse.s3:
+            return False
+        from botocore.exceptions import ClientError
+
+        copy_source = {"Bucket": source.warehouse.bucket, "Key": source._full(source_key)}
+        try:
+            try:
+                _retry(self._client.copy_object)(
+                    Bucket=self.warehouse.bucket, Key=self._full(dest_key), CopySource=copy_source
+                )
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code", "") != "InvalidRequest":
+                    raise
+                from boto3.s3.transfer import TransferConfig  # too large for one request
+
+                config = TransferConfig(
+                    multipart_threshold=COPY_PART_BYTES, multipart_chunksize=COPY_PART_BYTES
+                )
+                _retry(self._client.copy)(
+                    copy_source, self.warehouse.bucket, self._full(dest_key), Config=config
+                )
+        except Exception as e:
+            if _missing(e):
+                raise ObjectMissing(f"object {source._where(source_key)} is missing") from e
+            raise self._translate(e, dest_key, f"copy {source._where(source_key)} to") from e
+        return True
 
     def delete_many(self, keys: Iterable[str]) -> int:
         """Delete in batches of 1,000; deleting a missing key is not an error."""
