@@ -675,3 +675,49 @@ def test_an_iceberg_export_without_pyiceberg_names_the_extra_before_anything_is_
             store, "acme", "shop.orders", "mon", lake, format="iceberg", iceberg_catalog="sqlite://"
         )
     assert listing(open_object_store(lake, s3_server.settings)) == {}
+
+
+def test_types_iceberg_stores_otherwise_are_rewritten_and_nanoseconds_refused(
+    store: TableStore, s3_server: EmbeddedS3, lake: str, iceberg_catalog: str
+) -> None:
+    """int16 becomes int and millisecond times µs: such a table is rewritten whole
+    (its objects' Parquet is not what Iceberg reads) and reads back the same
+    values; nanoseconds would be cut, so they are refused before anything is written."""
+    odd = TableSchema.of([("id", "int16"), ("at", "timestamp[ms, tz=UTC]")], ["id"])
+    store.create_tenant("acme")
+    store.create_table("acme", "shop", "odd", odd)
+    rows = pa.Table.from_pylist(
+        [{"id": 1, "at": 1_700_000_000_123}, {"id": 2, "at": None}], schema=odd.arrow()
+    )
+    store.write("acme", "shop", "odd", upserts=rows)
+    store.create_table("acme", "shop", "fine", TableSchema.of([("t", "timestamp[ns]")], ["t"]))
+    store.create_snapshot("acme", "mon")
+    result = export_tables(
+        store, "acme", "shop.odd", "mon", lake, format="iceberg", iceberg_catalog=iceberg_catalog
+    )
+    assert (result.tables[0].reused_files, result.tables[0].rewritten_files) == (0, 1)
+    catalog = open_iceberg(iceberg_catalog, s3_server)
+    try:
+        read = catalog.load_table("shop.odd").scan().to_arrow()
+        assert [str(f.type) for f in read.schema] == ["int32", "timestamp[us, tz=UTC]"]
+        assert (
+            read.cast(
+                pa.schema([pa.field("id", pa.int16()), pa.field("at", pa.timestamp("ms", "UTC"))])
+            ).to_pylist()
+            == rows.to_pylist()
+        )
+    finally:
+        catalog.close()
+    dest = open_object_store(lake, s3_server.settings)
+    before = listing(dest)
+    with pytest.raises(InvalidArgument, match=r"column 't'.*timestamp\[ns\].*--format parquet"):
+        export_tables(
+            store,
+            "acme",
+            "shop.fine",
+            "mon",
+            lake,
+            format="iceberg",
+            iceberg_catalog=iceberg_catalog,
+        )
+    assert listing(dest) == before
