@@ -192,7 +192,7 @@ def test_a_refused_destructive_command_is_a_json_error(rewind: Rewind) -> None:
 @pytest.mark.parametrize(
     ("args", "kind", "words"),
     [
-        (["query", "acme"], "MissingParameter", "DB.TABLE"),
+        (["load", "acme"], "MissingParameter", "DB.TABLE"),
         (["tenant", "list", "--bogus"], "NoSuchOption", "--bogus"),
         (["--bogus", "tenant", "list"], "NoSuchOption", "--bogus"),
         (["tenat", "list"], "UsageError", "tenat"),
@@ -220,6 +220,6 @@ def test_a_usage_error_is_one_json_object_on_stdout_with_exit_2(
 
 
 def test_without_json_a_usage_error_is_typers(rewind: Rewind) -> None:
-    result = CliRunner().invoke(app, ["query", "acme"])
+    result = CliRunner().invoke(app, ["load", "acme"])
     assert result.exit_code == 2 and result.stdout == ""
     assert "Missing argument" in result.stderr
