@@ -9,6 +9,7 @@ from rich.table import Table
 
 from engine.cli import render
 from engine.cli.context import cli_state, instant_arg, table_arg, tenant_arg
+from engine.cli.render_layout import local_time
 from engine.cli.restore_render import human_bytes
 from engine.export import ExportResult, Format, check_format, export_tables
 from tenants.errors import InvalidArgument
@@ -171,9 +172,11 @@ def _point(snapshot: str | None, at: str | None) -> str | int:
 
 
 def _table(result: ExportResult) -> Table:
-    when = result.snapshot or result.at
+    when = local_time(result.at_ts)
+    if result.snapshot:
+        when = f"{result.snapshot} ({when})"
     title = (
-        f"{result.tenant} at {when} ({result.at}) exported as {result.format} to {result.to} "
+        f"{result.tenant} at {when} exported as {result.format} to {result.to} "
         f"in {result.seconds:.2f}s"
     )
     table = Table(title=title, caption=_caption(result))
@@ -194,7 +197,7 @@ def _table(result: ExportResult) -> Table:
 
 
 def _caption(result: ExportResult) -> str:
-    rows = f"{result.rows:,} row(s)"
+    rows = render.plural(result.rows, "row")
     if result.format == "parquet":
         return f"{rows}; files rewritten: plain Parquet of the visible rows (export {result.export_id})"
     return (

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from engine.cli import render
+from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument
 from tenants.interop import duckdb_sql
 from tenants.store import TableStore
-from tenants.times import format_ts
 
 BATCH_ROWS = 64 * 1024
 
@@ -47,5 +47,5 @@ def show_sql(
     if as_json:
         render.emit_rows_json(shown)
     else:
-        title = f"{tenant} as of {format_ts(ts)}: {' '.join(sql.split())}"
+        title = f"{tenant} as of {local_time(ts)}: {' '.join(sql.split())}"
         render.show(render.rows_table(title, shown, rows.num_rows > limit, ts))
