@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.compute as pc
 
 from tenants.arrow_reads import Keys, Store, plan_arrow_read, plan_time
+from tenants.catalog.engine_views import create_table_view
 from tenants.errors import InvalidArgument, MissingDependency
 from tenants.names import object_name
 
@@ -207,10 +208,7 @@ def duckdb_sql(
         read = plan_arrow_read(store, tenant, f"{database}.{table}", ts=first)
         hidden = f"__rewind_{database}__{table}"
         connection.from_arrow(read).create_view(hidden, replace=True)
-        connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{database}"')
-        connection.execute(
-            f'CREATE OR REPLACE VIEW "{database}"."{table}" AS SELECT * FROM "{hidden}"'
-        )
+        create_table_view(connection, database, table, hidden)
     try:
         return connection.sql(sql)
     except duck.Error as e:
