@@ -136,6 +136,7 @@ def read_batches(
             return
         if name.endswith(CSV_SUFFIXES):
             types = {f.name: _csv_type(f.type) for f in target}
+            size = path.stat().st_size
             with pa.input_stream(str(path)) as stream:
                 reader = pa_csv.open_csv(
                     stream,
@@ -144,10 +145,14 @@ def read_batches(
                 )
                 _unique_names(path, reader.schema.names)
                 done = 0
-                for batch in reader:
-                    progress.advance(stream.tell() - done)
-                    done = stream.tell()
-                    yield pa.Table.from_batches([batch])
+                try:
+                    for batch in reader:
+                        # What the reader has taken so far (it reads ahead of its batches).
+                        progress.advance(stream.tell() - done)
+                        done = stream.tell()
+                        yield pa.Table.from_batches([batch])
+                finally:
+                    progress.advance(max(0, size - done))
             return
     except (pa.ArrowInvalid, OSError) as e:
         if "straddl" in str(e):
