@@ -124,12 +124,18 @@ def read_time_arg(as_of: str | None, snapshot: str | None, at: str | None) -> st
     if len(given) > 1:
         raise InvalidArgument(f"give one of --as-of, --snapshot or --at, not {' and '.join(given)}")
     if snapshot is not None:
-        if starts_time(snapshot.strip()):
-            raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
-        return snapshot_name(snapshot)
+        return snapshot_arg(snapshot)
     if at is not None:
         return instant_arg("--at", at)
     return as_of
+
+
+def snapshot_arg(text: str) -> str:
+    """A ``--snapshot`` value, checked before any I/O: a snapshot name, never a
+    time (``--at`` takes those)."""
+    if starts_time(text.strip()):
+        raise InvalidArgument(f"invalid snapshot name {text!r}; for a time use --at")
+    return snapshot_name(text)
 
 
 def resolve_as_of(store: TableStore, tenant: str, text: str | int) -> int:

@@ -8,14 +8,12 @@ import typer
 from rich.table import Table
 
 from engine.cli import render
-from engine.cli.context import cli_state, instant_arg, table_arg, tenant_arg
+from engine.cli.context import cli_state, instant_arg, snapshot_arg, table_arg, tenant_arg
 from engine.cli.render_layout import local_time
 from engine.cli.restore_render import human_bytes
 from engine.export import ExportResult, Format, check_format, export_tables
 from tenants.errors import InvalidArgument
 from tenants.names import object_name
-from tenants.snapshots import snapshot_name
-from tenants.times import starts_time
 
 FormatOption = Annotated[
     Format,
@@ -164,9 +162,7 @@ def _point(snapshot: str | None, at: str | None) -> str | int:
             "say which time to export: exactly one of --snapshot NAME or --at TIME"
         )
     if snapshot is not None:
-        if starts_time(snapshot.strip()):
-            raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
-        return snapshot_name(snapshot)
+        return snapshot_arg(snapshot)
     assert at is not None
     return instant_arg("--at", at)
 

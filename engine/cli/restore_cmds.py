@@ -16,7 +16,7 @@ from rich.console import RenderableType
 from engine.cli import render
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
-from engine.cli.context import cli_state, instant_arg, table_arg, tenant_arg
+from engine.cli.context import cli_state, instant_arg, snapshot_arg, table_arg, tenant_arg
 from engine.cli.restore_render import (
     commit_json,
     commits_table,
@@ -42,9 +42,8 @@ from engine.restore.journal import load_job
 from engine.restore.plan import plan_restore
 from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
-from tenants.snapshots import snapshot_name
 from tenants.store import TableStore
-from tenants.times import format_ts, starts_time
+from tenants.times import format_ts
 
 
 def restore_tenant_cmd(
@@ -307,9 +306,7 @@ def restore_point(
             "say what to restore to: exactly one of --snapshot NAME, --at TIME or --before COMMIT"
         )
     if snapshot is not None:
-        if starts_time(snapshot.strip()):
-            raise InvalidArgument(f"invalid snapshot name {snapshot!r}; for a time use --at")
-        return snapshot_name(snapshot)
+        return snapshot_arg(snapshot)
     if before is not None:
         if not before.strip().isdigit():
             raise InvalidArgument(
