@@ -26,10 +26,10 @@ demo: $(STAMP) java
 	$(PY) -m engine.demo
 
 test: $(STAMP) java
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n auto --maxprocesses=4 --durations=25
 
 test-deep: $(STAMP) java
-	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q -n auto --maxprocesses=4
 
 bench: $(STAMP) java
 	$(PY) -m benchmarks.run_all

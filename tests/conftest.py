@@ -17,6 +17,10 @@ import os
 os.environ.setdefault("REWIND_ROW_GROUP_ROWS", "40")
 os.environ.setdefault("REWIND_BATCH_ROWS", "16")
 os.environ.setdefault("REWIND_CHECK_ORDER", "1")
+# Human output is laid out for a pipe (100 columns) unless COLUMNS says
+# otherwise; pytest-xdist sets COLUMNS=80 in its workers, which would make the
+# same test see other line breaks there. A test that wants a width sets it.
+os.environ.pop("COLUMNS", None)
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -115,6 +119,32 @@ def chosen_backends() -> tuple[str, ...]:
             f"REWIND_TEST_BACKENDS={chosen!r}: give a comma-separated subset of {BACKENDS}"
         )
     return names
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run the tests of a module marked ``one_catalog`` on SQLite alone.
+
+    Such a module's subject is not the catalog: how the CLI words its output
+    and refuses bad input, how an export is laid out. The catalog calls it
+    makes are the same on both backends, and the catalog, model and fault
+    tests prove them on both; running it twice would only double its time.
+    ``make test-deep`` (``HYPOTHESIS_PROFILE=deep``) and an explicit
+    ``REWIND_TEST_BACKENDS`` run every test on every backend they name.
+    """
+    if os.environ.get("HYPOTHESIS_PROFILE") == "deep" or "REWIND_TEST_BACKENDS" in os.environ:
+        return
+    if "new_catalog_uri" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("one_catalog") is None:
+        return
+    pinned = any(
+        "new_catalog_uri" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize")
+    )
+    if not pinned:  # as a mark, which pytest's own hooks (run after this one) honour
+        metafunc.definition.add_marker(
+            pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)
+        )
 
 
 @pytest.fixture(params=chosen_backends())

@@ -37,6 +37,9 @@ from tenants.objectstore import ObjectStore
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 ORDERS = TableSchema(
     (
         Column("id", "int64"),

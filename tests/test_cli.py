@@ -25,6 +25,9 @@ from tenants.errors import InvalidArgument, NotFound
 from tenants.store import TableStore
 from tenants.times import format_ts, parse_duration
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 Rewind = Callable[..., Result]
 
 ORDERS_COLUMNS = [

@@ -23,6 +23,9 @@ from tenants.embedded_s3 import EmbeddedS3
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.store import TableStore
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 Rewind = Callable[..., Result]
 
 

@@ -26,6 +26,9 @@ import tenants.catalog.sqlite as sqlite_backend
 from engine.cli.app import app
 from tenants.embedded_s3 import EmbeddedS3
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 Rewind = Callable[..., Result]
 YEAR_10000 = ["10000-01-01", "10000-01-01T00:00:00Z", "253402300800000000", "9" * 25]
 

@@ -22,6 +22,9 @@ from engine.cli.app import app
 from engine.pipeline import EXECUTORS, METHODS, VERIFY_LEVELS
 from tenants.embedded_s3 import EmbeddedS3
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 Rewind = Callable[..., Result]
 
 

@@ -73,6 +73,10 @@ def test_every_command_takes_h_as_well_as_help(command: str) -> None:
 def test_help_shows_flags_without_a_value_placeholder(command: str) -> None:
     shown = help_of(command)
     assert "<bool>" not in shown
+    # A value is named for what it is (NAME, TIME, URI, N), as argparse, gh and
+    # the AWS CLI name it, not by its Python type.
+    for placeholder in ("<str>", "<int>", "<float>", "<path>", "<file>", "list[str]"):
+        assert placeholder not in shown, (command, placeholder)
     assert "[[" not in shown  # an optional argument is bracketed once
     assert "{" + command.split()[-1] + "}" not in shown if command else True
 

@@ -27,6 +27,9 @@ from engine.cli.app import app
 from engine.cli.render_layout import human_bytes, local_time
 from tenants.times import MAX_TS, format_ts, parse_instant
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 ROOT = Path(__file__).resolve().parents[1]
 TENANT = "northwind-traders-europe-west-production-1"
 CLONE = f"{TENANT}-clone"

@@ -29,6 +29,9 @@ from tenants.store import TableStore
 from tenants.tenancy import active_tenant
 from tenants.times import US, format_ts, parse_instant
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 Rewind = Callable[..., Result]
 
 TABLE = "sales.orders"

@@ -12,6 +12,9 @@ import pytest
 from cli_helpers import as_json, ok
 from typer.testing import Result
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 Rewind = Callable[..., Result]
 
 

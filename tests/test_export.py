@@ -46,6 +46,9 @@ from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 from tenants.wholly_visible import wholly_visible
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 ORDERS = TableSchema(
     (
         Column("id", "int64"),

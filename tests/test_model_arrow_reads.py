@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow.compute as pc
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle import Row
@@ -28,6 +29,9 @@ from tenants.arrow_reads import read_arrow
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.interop import to_duckdb, to_polars
 from tenants.times import format_ts
+
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
 
 TABLES = ("items", "orders")
 REGIONS = ("eu", "us")

@@ -27,6 +27,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pytest
 from hypothesis import event, given
 from oracle import Row
 from test_export import open_iceberg
@@ -35,6 +36,9 @@ from test_model_restore import DB, PRIMARY_KEYS, TENANT, Model, Op, histories, m
 from engine.export import export_tables
 from engine.export.parquet import POINTER
 from tenants.embedded_s3 import EmbeddedS3
+
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
 
 TABLES = ("items", "orders")
 

@@ -32,6 +32,9 @@ from tenants.progress import Share, watching
 from tenants.spark_logs import NOISE, java_options, show_spark_logs
 from tenants.store import TableStore
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 # Progress is the same on either catalog: SQLite alone keeps this module quick.
 sqlite_only = pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)
 
@@ -144,6 +147,49 @@ def test_a_load_advances_by_the_bytes_of_its_file(tmp_path: Path, suffix: str):
     batches = list(read_batches(path, rows.schema, block_bytes=256 * 1024, progress=seen))
     assert len(batches) > 1 and sum(b.num_rows for b in batches) == rows.num_rows
     assert seen.done == path.stat().st_size
+
+
+def test_a_csv_load_counts_the_bytes_a_reading_ahead_thread_took_between_two_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The CSV reader reads ahead on a thread of its own: the stream's position
+    moves between any two looks at it. Each look must count exactly once (a load
+    once ended short of its file's size whenever the position moved between the
+    look that advanced the bar and the one that remembered where it stood)."""
+    import engine.cli.data_cmds as data_cmds
+
+    path = tmp_path / "rows.csv"
+    path.write_text("id,name\n" + "".join(f"{i},x\n" for i in range(1000)))
+    size = path.stat().st_size
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+    class AheadStream:
+        """Every look finds the reader 7 bytes further on, up to the file's end."""
+
+        position = 0
+
+        def __enter__(self) -> AheadStream:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def tell(self) -> int:
+            self.position = min(size, self.position + 7)
+            return self.position
+
+    class FiveBatches:
+        schema = pa.schema([("id", pa.string()), ("name", pa.string())])
+
+        def __iter__(self):
+            for i in range(5):
+                yield pa.record_batch({"id": [str(i)], "name": ["x"]}, schema=self.schema)
+
+    monkeypatch.setattr(data_cmds.pa, "input_stream", lambda where: AheadStream())
+    monkeypatch.setattr(data_cmds.pa_csv, "open_csv", lambda *a, **k: FiveBatches())
+    seen = Recorded("loading", size)
+    assert len(list(read_batches(path, schema, progress=seen))) == 5
+    assert seen.done == size
 
 
 def test_a_share_never_overshoots_and_ends_exact():

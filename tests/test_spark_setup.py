@@ -36,6 +36,9 @@ from tenants.spark_errors import python_error, translate_task_error, worker_of
 from tenants.spark_reader import read_function
 from tenants.store import TableStore
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
 SECRET = "wJalrXUtnFEMI-secret-of-the-test-7f3a"
 TOKEN = "FwoGZXIvYXdzE-session-token-of-the-test-91c2"

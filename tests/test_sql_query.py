@@ -20,6 +20,9 @@ from tenants.interop import duckdb_sql, sql_tables
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 
+# Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
+pytestmark = pytest.mark.one_catalog
+
 ITEMS = TableSchema.of([("id", "int64"), ("name", "string")], ["id"])
 ORDERS = TableSchema.of([("id", "int64"), ("item", "int64"), ("qty", "int32")], ["id"])
 

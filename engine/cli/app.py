@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from engine.cli import (
     backup_cmds,
@@ -99,19 +99,32 @@ def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
 
 
 def _bare_flags(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
-    """Show every flag of ``command`` and the commands below it without a value
-    placeholder: ``--dry-run``, not ``--dry-run <bool>``.
+    """Show ``command``'s parameters, and those of the commands below it, the way
+    argparse, gh and the AWS CLI do: ``--dry-run`` with no placeholder,
+    ``--namespace NAMESPACE`` for a text option, ``TENANT`` without a type.
 
-    typer's help shows each option's type, a flag's too, as if it took a value.
-    An empty metavar shows nothing. The help option is made per command on
-    first use, from the root context's names (``-h``, ``--help``), so this runs
-    with the root context, before any help can be printed.
+    typer's help shows each parameter's type: a flag's (``<bool>``) as if it
+    took a value, a text option's as ``<str>``, and an argument's beside the
+    name its metavar already gives. An empty metavar shows nothing. The help
+    option is made per command on first use, from the root context's names
+    (``-h``, ``--help``), so this runs with the root context, before any help
+    can be printed.
     """
     for param in command.get_params(ctx):
-        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
-            param.metavar = ""
+        if isinstance(param, TyperOption) and param.metavar is None:
+            if param.is_flag:
+                param.metavar = ""
+            elif param.display_type(ctx) == "<str>" and param.opts[0].startswith("--"):
+                param.metavar = param.opts[0][2:].replace("-", "_").upper()
+        elif isinstance(param, TyperArgument) and param.metavar is not None:
+            setattr(param, "display_type_rich", _no_type)  # noqa: B010 (an instance's own)
     for sub in getattr(command, "commands", {}).values():
         _bare_flags(sub, ctx)
+
+
+def _no_type(ctx: typer.Context) -> None:
+    """An argument named by its metavar (``TENANT``) shows no ``<str>`` beside it."""
+    return None
 
 
 def _show_version(ctx: typer.Context, value: bool) -> None:
@@ -198,6 +211,7 @@ def root(
         str | None,
         typer.Option(
             "--catalog",
+            metavar="URI",
             envvar="REWIND_CATALOG",
             help="Catalog URI: sqlite:///path.db or postgresql://user@host:port/db "
             "(default: sqlite:///$REWIND_HOME/catalog.db; REWIND_HOME defaults to .rewind).",
@@ -208,6 +222,7 @@ def root(
         str | None,
         typer.Option(
             "--warehouse",
+            metavar="URI",
             envvar="REWIND_WAREHOUSE",
             help="Warehouse URI: s3://bucket/prefix (AWS_ENDPOINT_URL and the usual AWS "
             "credential variables apply) or file:///path (default: $REWIND_HOME/warehouse).",

@@ -55,12 +55,16 @@ def create(
         str,
         typer.Option(
             "--snapshot",
+            metavar="NAME|TIME",
             help="Snapshot name or protected time to back up: -1h, PT15M (that long ago), "
             "now, an ISO-8601 instant or a ts in µs.",
         ),
     ],
     to: Annotated[
-        str, typer.Option("--to", help="Destination URI (empty, or holding Rewind backups).")
+        str,
+        typer.Option(
+            "--to", metavar="URI", help="Destination URI (empty, or holding Rewind backups)."
+        ),
     ],
     kind: BackupKindOption = "physical",
 ) -> None:
@@ -175,13 +179,20 @@ def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId, yes: YesOption = F
 @app.command("restore")
 def restore(
     ctx: typer.Context,
-    source: Annotated[str, typer.Option("--from", help="Backup destination URI.")],
+    source: Annotated[str, typer.Option("--from", metavar="URI", help="Backup destination URI.")],
     backup_id: Annotated[
-        str | None, typer.Option("--backup", help="Backup id (default: the newest complete one).")
+        str | None,
+        typer.Option(
+            "--backup", metavar="ID", help="Backup id (default: the newest complete one)."
+        ),
     ] = None,
     tenant: Annotated[
         str | None,
-        typer.Option("--tenant", help="Tenant name to restore as (default: the backed-up name)."),
+        typer.Option(
+            "--tenant",
+            metavar="NAME",
+            help="Tenant name to restore as (default: the backed-up name).",
+        ),
     ] = None,
     replace: Annotated[
         bool,

@@ -147,9 +147,13 @@ def read_batches(
                 done = 0
                 try:
                     for batch in reader:
-                        # What the reader has taken so far (it reads ahead of its batches).
-                        progress.advance(stream.tell() - done)
-                        done = stream.tell()
+                        # What the reader has taken so far. It reads ahead of its
+                        # batches on a thread of its own, so the position is read
+                        # once: two reads may differ, and what lies between them
+                        # would be counted by neither advance.
+                        taken = stream.tell()
+                        progress.advance(taken - done)
+                        done = taken
                         yield pa.Table.from_batches([batch])
                 finally:
                     progress.advance(max(0, size - done))
@@ -290,6 +294,7 @@ def delete(
         Path,
         typer.Option(
             "--keys",
+            metavar="FILE",
             help="A .parquet or .csv file holding exactly the key columns.",
             exists=True,
             dir_okay=False,
@@ -335,14 +340,13 @@ def query(
     tenant: Tenant,
     table: Annotated[
         str | None,
-        typer.Argument(
-            metavar="DB.TABLE", help="The table (or --sql QUERY).", show_default=False
-        ),
+        typer.Argument(metavar="DB.TABLE", help="The table (or --sql QUERY).", show_default=False),
     ] = None,
     as_of: Annotated[
         str | None,
         typer.Option(
             "--as-of",
+            metavar="TIME",
             help="Read as of this time: a snapshot name, -1h, PT15M (that long ago), now, "
             "an ISO-8601 instant or a ts in µs (default: now).",
             show_default=False,
@@ -350,12 +354,18 @@ def query(
     ] = None,
     snapshot: Annotated[
         str | None,
-        typer.Option("--snapshot", help="Read as of this snapshot (or --as-of, --at).", show_default=False),
+        typer.Option(
+            "--snapshot",
+            metavar="NAME",
+            help="Read as of this snapshot (or --as-of, --at).",
+            show_default=False,
+        ),
     ] = None,
     at: Annotated[
         str | None,
         typer.Option(
             "--at",
+            metavar="TIME",
             help="Read as of this time: -1h, PT15M, now, an ISO-8601 instant or a ts in µs.",
             show_default=False,
         ),
@@ -374,6 +384,7 @@ def query(
         int | None,
         typer.Option(
             "--limit",
+            metavar="N",
             help=f"Print at most N rows (default: {TABLE_VIEW_LIMIT} in "
             "the table view, all with --json).",
             show_default=False,
@@ -386,6 +397,7 @@ def query(
         str | None,
         typer.Option(
             "--from",
+            metavar="KEY",
             help="First key to show (inclusive): a value, or a JSON list for several "
             "key columns. Objects and row groups before it are not read.",
             show_default=False,
@@ -393,7 +405,12 @@ def query(
     ] = None,
     key_to: Annotated[
         str | None,
-        typer.Option("--to", help="Last key to show (inclusive), as --from.", show_default=False),
+        typer.Option(
+            "--to",
+            metavar="KEY",
+            help="Last key to show (inclusive), as --from.",
+            show_default=False,
+        ),
     ] = None,
 ) -> None:
     """Print the table's visible rows, sorted by primary key, now or as of a time;
@@ -412,7 +429,9 @@ def query(
     if limit is not None and limit < 0:
         raise InvalidArgument(f"invalid --limit {limit}: use 0 or more rows")
     if sql is not None and (key_from or key_to or reader is ReaderChoice.spark):
-        raise InvalidArgument("--sql reads every table it names: leave out --from, --to and --reader")
+        raise InvalidArgument(
+            "--sql reads every table it names: leave out --from, --to and --reader"
+        )
     if limit is None and not state.json:
         limit = TABLE_VIEW_LIMIT
     store = state.store()
@@ -461,12 +480,14 @@ def compact(
         ),
     ] = None,
     target_mb: Annotated[
-        float, typer.Option("--target-mb", help="Target size of merged objects, in MiB.")
+        float,
+        typer.Option("--target-mb", metavar="MIB", help="Target size of merged objects, in MiB."),
     ] = DEFAULT_TARGET_BYTES / MIB,
     memory: Annotated[
         str | None,
         typer.Option(
             "--memory",
+            metavar="SIZE",
             help="Peak memory (RSS) of the whole command, e.g. 512MiB or 2GiB; at least "
             f"{MIN_MEMORY // MIB} MiB (default: a quarter of RAM, at most 1 GiB).",
             show_default=False,

@@ -106,6 +106,7 @@ def ddl(
         str | None,
         typer.Option(
             "--as-of",
+            metavar="TIME",
             help="A snapshot name, -1h or PT15M (that long ago), now, an ISO-8601 instant or "
             "a ts in µs (default: now).",
             show_default=False,

@@ -8,7 +8,8 @@ import typer
 from rich.table import Table
 
 from engine.cli import render
-from engine.cli.context import cli_state, instant_arg, snapshot_arg, table_arg, tenant_arg
+from engine.cli.context import cli_state, table_arg, tenant_arg
+from engine.cli.options import AtOption, SnapshotOption, snapshot_or_time
 from engine.cli.render_layout import local_time
 from engine.cli.restore_render import human_bytes
 from engine.export import ExportResult, Format, check_format, export_tables
@@ -42,18 +43,8 @@ def export(
         typer.Option("--database", metavar="DB", help="Every table of a database."),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Every table of the tenant.")] = False,
-    snapshot: Annotated[
-        str | None,
-        typer.Option("--snapshot", help="Snapshot name (searched through the tenant's lineage)."),
-    ] = None,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            "--at",
-            help="A protected time: -1h, PT15M (that long ago), now, an ISO-8601 instant "
-            "or a ts in µs.",
-        ),
-    ] = None,
+    snapshot: SnapshotOption = None,
+    at: AtOption = None,
     to: Annotated[
         str,
         typer.Option(
@@ -118,7 +109,7 @@ def export(
     as_json = json_output or state.json
     tenant_arg(tenant)
     scope = _scope(table, database, every)
-    point = _point(snapshot, at)
+    point = snapshot_or_time(snapshot, at, "export")
     if not to:
         raise InvalidArgument("say where to export: --to s3://bucket/prefix or file:///path")
     if namespace is not None:
@@ -153,18 +144,6 @@ def _scope(table: str | None, database: str | None, every: bool) -> str:
     if database is not None:
         return f"{object_name(database, 'database')}.*"
     return "*"
-
-
-def _point(snapshot: str | None, at: str | None) -> str | int:
-    """The time named: exactly one of --snapshot NAME, --at TIME; checked before any I/O."""
-    if (snapshot is None) == (at is None):
-        raise InvalidArgument(
-            "say which time to export: exactly one of --snapshot NAME or --at TIME"
-        )
-    if snapshot is not None:
-        return snapshot_arg(snapshot)
-    assert at is not None
-    return instant_arg("--at", at)
 
 
 def _table(result: ExportResult) -> Table:

@@ -33,7 +33,10 @@ def gc_cmd(
         bool, typer.Option("--dry-run", help="List what would be deleted and why; delete nothing.")
     ] = False,
     grace: Annotated[
-        str, typer.Option("--grace", help="Only delete what has been unreferenced this long.")
+        str,
+        typer.Option(
+            "--grace", metavar="DURATION", help="Only delete what has been unreferenced this long."
+        ),
     ] = format_duration(DEFAULT_GRACE_US),
     allow_short_grace: Annotated[
         bool, typer.Option("--allow-short-grace", help="Permit a grace under 1h.")
@@ -45,12 +48,16 @@ def gc_cmd(
         ),
     ] = False,
     orphan_grace: Annotated[
-        str, typer.Option("--orphan-grace", help="Only sweep unknown keys older than this.")
+        str,
+        typer.Option(
+            "--orphan-grace", metavar="DURATION", help="Only sweep unknown keys older than this."
+        ),
     ] = "24h",
     threshold: Annotated[
         float,
         typer.Option(
             "--threshold",
+            metavar="FRACTION",
             help="Full-compact a table when this fraction of its rows is reclaimable.",
         ),
     ] = DEFAULT_THRESHOLD,

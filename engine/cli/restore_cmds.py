@@ -17,6 +17,7 @@ from engine.cli import render
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, instant_arg, snapshot_arg, table_arg, tenant_arg
+from engine.cli.options import AtOption, BeforeOption, SnapshotOption
 from engine.cli.restore_render import (
     commit_json,
     commits_table,
@@ -54,30 +55,15 @@ def restore_tenant_cmd(
             metavar="TENANT", help="Tenant to restore (name, or name@id).", show_default=False
         ),
     ],
-    snapshot: Annotated[
-        str | None,
-        typer.Option("--snapshot", help="Snapshot name (searched through the tenant's lineage)."),
-    ] = None,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            "--at",
-            help="A protected time: -1h, PT15M (that long ago), now, an ISO-8601 instant "
-            "or a ts in µs.",
-        ),
-    ] = None,
-    before: Annotated[
-        str | None,
-        typer.Option(
-            "--before",
-            metavar="COMMIT",
-            help="Just before this commit (its ts, from `rewind history TENANT --commits`).",
-        ),
-    ] = None,
+    snapshot: SnapshotOption = None,
+    at: AtOption = None,
+    before: BeforeOption = None,
     to: Annotated[
         str | None,
         typer.Option(
-            "--to", help="Restore into a new tenant of this name (clone); the source is left alone."
+            "--to",
+            metavar="NEW_TENANT",
+            help="Restore into a new tenant of this name (clone); the source is left alone.",
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
@@ -218,7 +204,7 @@ def history_cmd(
         typer.Option("--table", metavar="DB.TABLE", help="With --commits: only this table's."),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, help="With --commits: how many to list.")
+        int, typer.Option("--limit", metavar="N", min=1, help="With --commits: how many to list.")
     ] = 50,
     quiet: Annotated[
         bool,

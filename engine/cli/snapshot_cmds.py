@@ -58,6 +58,7 @@ def create(
         str | None,
         typer.Option(
             "--at",
+            metavar="TIME",
             help="Snapshot an earlier, still protected time: -1h, PT15M (that long ago), "
             "an ISO-8601 instant or a ts in µs (default: now).",
             show_default=False,
@@ -135,6 +136,7 @@ def drop(
         str | None,
         typer.Option(
             "--older-than",
+            metavar="DURATION",
             help="Drop every snapshot older than this duration, e.g. 30d.",
             show_default=False,
         ),
@@ -248,22 +250,35 @@ def schedule(
     first: Annotated[
         str | None,
         typer.Option(
-            "--first", help="First snapshot time of day, HH:MM[:SS] UTC.", show_default=False
+            "--first",
+            metavar="HH:MM",
+            help="First snapshot time of day, HH:MM[:SS] UTC.",
+            show_default=False,
         ),
     ] = None,
     every: Annotated[
         str | None,
-        typer.Option("--every", help="Interval, e.g. 1d, 6h or 90m.", show_default=False),
+        typer.Option(
+            "--every", metavar="DURATION", help="Interval, e.g. 1d, 6h or 90m.", show_default=False
+        ),
     ] = None,
     keep_for: Annotated[
         str | None,
         typer.Option(
-            "--keep-for", help="Expire scheduled snapshots older than this.", show_default=False
+            "--keep-for",
+            metavar="DURATION",
+            help="Expire scheduled snapshots older than this.",
+            show_default=False,
         ),
     ] = None,
     keep_last: Annotated[
         int | None,
-        typer.Option("--keep-last", help="Keep at most N scheduled snapshots.", show_default=False),
+        typer.Option(
+            "--keep-last",
+            metavar="N",
+            help="Keep at most N scheduled snapshots.",
+            show_default=False,
+        ),
     ] = None,
     prefix: Annotated[
         str, typer.Option("--prefix", help="Name prefix: <prefix>-YYYYMMDDTHHMMSSZ.")

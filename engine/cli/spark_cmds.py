@@ -17,14 +17,19 @@ from engine.cli import render
 from engine.cli.context import cli_state
 from engine.cli.render_layout import human_bytes, titled, wrapping
 
-app = typer.Typer(help="Package Rewind for a Spark cluster and check its workers.", no_args_is_help=True)
+app = typer.Typer(
+    help="Package Rewind for a Spark cluster and check its workers.", no_args_is_help=True
+)
 
 
 @app.command("package")
 def package(
     ctx: typer.Context,
     out: Annotated[
-        Path, typer.Option("--out", help="Directory to write the zip into.", show_default=True)
+        Path,
+        typer.Option(
+            "--out", metavar="DIR", help="Directory to write the zip into.", show_default=True
+        ),
     ] = Path("dist"),
 ) -> None:
     """Write rewind-VERSION-BUILD.zip: Rewind's code for the executors' Python path.

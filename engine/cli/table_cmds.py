@@ -51,6 +51,7 @@ def create(
         typer.Option(
             "--column",
             "-c",
+            metavar="NAME:TYPE",
             help="NAME:TYPE, repeat in column order (types: int64, string, double, "
             "bool, date, timestamp, decimal(p, s), ...).",
             show_default=False,
@@ -61,6 +62,7 @@ def create(
         typer.Option(
             "--key",
             "-k",
+            metavar="COLUMN",
             help="Primary-key column; repeat for a composite key.",
             show_default=False,
         ),
@@ -91,6 +93,7 @@ def list_(
         str | None,
         typer.Option(
             "--as-of",
+            metavar="TIME",
             help="The tables as they were then: a snapshot name or a protected time "
             "(-1h, an ISO-8601 instant, a ts).",
         ),
@@ -208,6 +211,7 @@ def alter(
         list[str] | None,
         typer.Option(
             "--add",
+            metavar="NAME:TYPE",
             help="NAME:TYPE[:not-null][=DEFAULT] (DEFAULT as JSON, else text; ISO-8601 for "
             "date and timestamp columns, e.g. d:date=2026-01-05); repeat. "
             "A NOT NULL column needs a default.",
@@ -216,7 +220,9 @@ def alter(
     ] = None,
     drop: Annotated[
         list[str] | None,
-        typer.Option("--drop", help="A non-key column to drop; repeat.", show_default=False),
+        typer.Option(
+            "--drop", metavar="COLUMN", help="A non-key column to drop; repeat.", show_default=False
+        ),
     ] = None,
 ) -> None:
     """Add and drop columns, as a new schema version valid from this commit.

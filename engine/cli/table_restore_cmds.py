@@ -16,6 +16,7 @@ from engine.cli import render
 from engine.cli.choices import ExecutorOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, table_arg, tenant_arg
+from engine.cli.options import AtOption, BeforeOption, SnapshotOption
 from engine.cli.restore_cmds import job_action, print_outcome, restore_point
 from engine.cli.restore_render import plan_json, plan_table
 from engine.executors.base import decide_executor
@@ -28,25 +29,6 @@ from tenants.names import object_name, tenant_name
 
 Tenant = Annotated[
     str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
-]
-Snapshot = Annotated[
-    str | None,
-    typer.Option("--snapshot", help="Snapshot name (searched through the tenant's lineage)."),
-]
-At = Annotated[
-    str | None,
-    typer.Option(
-        "--at",
-        help="A protected time: -1h, PT15M (that long ago), now, an ISO-8601 instant or a ts in µs.",
-    ),
-]
-Before = Annotated[
-    str | None,
-    typer.Option(
-        "--before",
-        metavar="COMMIT",
-        help="Just before this commit (its ts, from `rewind history TENANT --commits`).",
-    ),
 ]
 ToTenant = Annotated[
     str | None,
@@ -71,9 +53,9 @@ def restore_table_cmd(
         str | None,
         typer.Argument(metavar="DB.TABLE", help="The table to restore.", show_default=False),
     ] = None,
-    snapshot: Snapshot = None,
-    at: At = None,
-    before: Before = None,
+    snapshot: SnapshotOption = None,
+    at: AtOption = None,
+    before: BeforeOption = None,
     to: Annotated[
         str | None,
         typer.Option("--to", metavar="DB.NEW_TABLE", help="Restore beside it, as a new table."),
@@ -138,9 +120,9 @@ def restore_database_cmd(
         str | None,
         typer.Argument(metavar="DB", help="The database to restore.", show_default=False),
     ] = None,
-    snapshot: Snapshot = None,
-    at: At = None,
-    before: Before = None,
+    snapshot: SnapshotOption = None,
+    at: AtOption = None,
+    before: BeforeOption = None,
     to: Annotated[
         str | None,
         typer.Option("--to", metavar="NEW_DB", help="Restore beside it, as a new database."),

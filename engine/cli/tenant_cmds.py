@@ -92,7 +92,8 @@ def undrop(
         ),
     ],
     new_name: Annotated[
-        str | None, typer.Option("--as", help="Bring it back under this name instead.")
+        str | None,
+        typer.Option("--as", metavar="NAME", help="Bring it back under this name instead."),
     ] = None,
 ) -> None:
     """Bring back a dropped or restore-retired tenant, while it is retained."""

@@ -1,0 +1,52 @@
+"""Options that several commands declare alike, declared once.
+
+Restore, table restore and export all name a point in time the same way, so a
+user learns ``--snapshot`` and ``--at`` once; a help text fixed here is fixed
+for every command.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from engine.cli.context import instant_arg, snapshot_arg
+from tenants.errors import InvalidArgument
+
+SnapshotOption = Annotated[
+    str | None,
+    typer.Option(
+        "--snapshot", metavar="NAME", help="Snapshot name (searched through the tenant's lineage)."
+    ),
+]
+AtOption = Annotated[
+    str | None,
+    typer.Option(
+        "--at",
+        metavar="TIME",
+        help="A protected time: -1h, PT15M (that long ago), now, an ISO-8601 instant "
+        "or a ts in µs.",
+    ),
+]
+BeforeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--before",
+        metavar="COMMIT",
+        help="Just before this commit (its ts, from `rewind history TENANT --commits`).",
+    ),
+]
+
+
+def snapshot_or_time(snapshot: str | None, at: str | None, doing: str) -> str | int:
+    """The time named by exactly one of ``--snapshot NAME`` and ``--at TIME``,
+    checked before any I/O; ``doing`` ("export", ...) words the error."""
+    if (snapshot is None) == (at is None):
+        raise InvalidArgument(
+            f"say which time to {doing}: exactly one of --snapshot NAME or --at TIME"
+        )
+    if snapshot is not None:
+        return snapshot_arg(snapshot)
+    assert at is not None
+    return instant_arg("--at", at)
