@@ -18,7 +18,8 @@ until one merge can read them all.
 Outputs are swapped in by one catalog transaction per merge, conditional on
 every input still being a live member. If another compaction won the race
 the swap aborts with ``ConcurrentModification`` and its outputs are orphans
-for GC. Merged objects span wide ts ranges, which is the layout restores
+for GC; so does the merge when GC, under a short grace, collected an input
+the winner replaced while this merge read it. Merged objects span wide ts ranges, which is the layout restores
 must handle.
 """
 
@@ -34,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from tenants.catalog import Catalog
-from tenants.errors import ConcurrentModification, InvalidArgument
+from tenants.errors import ConcurrentModification, InvalidArgument, ObjectMissing
 from tenants.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
 from tenants.object_io import record_of
 from tenants.object_reader import (
@@ -227,7 +228,7 @@ def compact_table(
                     budget // MIB,
                 )
                 shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
-            outputs, rows = _merge(objects, table, inputs, guard, target_bytes, shape)
+            outputs, rows = _merge(catalog, objects, table, inputs, guard, target_bytes, shape)
             _swap(catalog, table, inputs, outputs)
             _account(consumed, created, inputs, outputs)
             break
@@ -240,7 +241,7 @@ def compact_table(
                 run = ordered[start : start + shape.fan_in]
                 if len(run) < 2:
                     continue
-                outputs, _ = _merge(objects, table, run, None, target_bytes, shape)
+                outputs, _ = _merge(catalog, objects, table, run, None, target_bytes, shape)
                 _swap(catalog, table, run, outputs)
                 _account(consumed, created, run, outputs)
                 log.info(
@@ -341,6 +342,7 @@ class _Outputs:
 
 
 def _merge(
+    catalog: Catalog,
     objects: ObjectStore,
     table: TableRecord,
     inputs: list[ObjectRecord],
@@ -348,13 +350,33 @@ def _merge(
     target_bytes: int,
     shape: MergeShape,
 ) -> tuple[list[ObjectRecord], int]:
-    """Merge ``inputs`` into new objects; (their records, rows kept)."""
+    """Merge ``inputs`` into new objects; (their records, rows kept).
+
+    Raises:
+        ConcurrentModification: an input went missing because another
+            compaction (GC's, say) replaced it and GC collected it under a
+            short grace while this merge read it. The race is lost as at the
+            swap: nothing changed, and the outputs written so far are aborted.
+        ObjectMissing: an input is missing yet still live (lost bytes).
+    """
     objects_ = f"{len(inputs)} object{'' if len(inputs) == 1 else 's'}"
     with step(
         f"compacting {table.qualified} ({objects_})", sum(o.bytes for o in inputs)
     ) as merging:
         share = Share(merging, sum(o.bytes for o in inputs), sum(o.rows for o in inputs))
-        merged = _merge_inputs(objects, table, inputs, guard, target_bytes, shape, share)
+        try:
+            merged = _merge_inputs(objects, table, inputs, guard, target_bytes, shape, share)
+        except ObjectMissing as e:
+            with catalog.snapshot() as tx:
+                live = {o.id for o in live_objects(tx, table.id)}
+            replaced = sum(o.id not in live for o in inputs)
+            if not replaced:
+                raise
+            raise ConcurrentModification(
+                f"compaction of table {table.qualified} ({table.id}) lost a race: "
+                f"{replaced} of its inputs were replaced and collected while it read them; "
+                "run it again"
+            ) from e
         share.finish()
         return merged
 

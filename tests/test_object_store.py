@@ -167,6 +167,26 @@ def test_missing_object_raises_object_missing_naming_the_key(
 # S3 specifics
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AWS Error RESOURCE_NOT_FOUND during GetObject operation: ",
+        "AWS Error NO_SUCH_KEY during GetObject operation: The specified key does not exist.",
+    ],
+)
+def test_a_key_gone_between_heads_and_gets_is_missing_not_a_storage_fault(
+    s3_store: ObjectStore, text: str
+) -> None:
+    """pyarrow finds a key by HEAD and reads it by GET; a key GC collects in
+    between fails the GET with a plain OSError. It is the same missing object
+    (callers that race GC, like a compaction, tell it from lost bytes), not an
+    opaque StorageError."""
+    error = s3_store._translate(OSError(text), "data/gone.parquet", "read")  # type: ignore[attr-defined]
+    assert type(error) is ObjectMissing and "data/gone.parquet is missing" in str(error)
+    other = s3_store._translate(OSError("AWS Error NETWORK_CONNECTION"), "k", "read")  # type: ignore[attr-defined]
+    assert type(other) is StorageError
+
+
 def test_s3_list_and_delete_page_past_1000_keys(
     s3_server: EmbeddedS3, bucket: str, s3_store: ObjectStore
 ) -> None:

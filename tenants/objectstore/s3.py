@@ -92,6 +92,17 @@ _retry = retry(
 )
 
 
+def _says_missing(error: Exception) -> bool:
+    """pyarrow's S3 filesystem raises a plain OSError when a key its HEAD found
+    is gone by the GET that follows (``AWS Error RESOURCE_NOT_FOUND during
+    GetObject``, or ``NO_SUCH_KEY``): the object is missing all the same (GC
+    collected it meanwhile), not a storage fault."""
+    text = str(error)
+    return isinstance(error, OSError) and any(
+        code in text for code in ("RESOURCE_NOT_FOUND", "NO_SUCH_KEY", "NoSuchKey")
+    )
+
+
 class S3Output:
     """An object uploaded as it is written: parts of :data:`PART_BYTES` go up one
     at a time from a background thread while the next fills, so memory is two
@@ -259,7 +270,7 @@ class S3ObjectStore:
             if code in RETRYABLE_CODES:
                 return TransientError(f"cannot {action} {self._where(key)}: {code} after retries")
             return StorageError(f"cannot {action} {self._where(key)}: {code}")
-        if isinstance(error, FileNotFoundError):
+        if isinstance(error, FileNotFoundError) or _says_missing(error):
             return ObjectMissing(f"object {self._where(key)} is missing")
         return StorageError(f"cannot {action} {self._where(key)}: {error}")
 
