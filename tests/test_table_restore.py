@@ -181,6 +181,8 @@ def test_undrop_retained_by_a_snapshot_alone_verifies_in_full(store: TableStore)
     store.drop_table("acme", "db", "t")
     outcome = undrop_table(store, "acme", "db.t", executor="local", verify="full")
     assert outcome.tables_compared == 1
+    # The point is the µs before the drop, and its label says so.
+    assert outcome.plan.at_label.startswith("just before the drop of db.t (dropped at ")
     assert content(store, "acme", "db.t") == [(1, "a"), (2, "b")]
 
 

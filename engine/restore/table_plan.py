@@ -64,7 +64,12 @@ def plan_table_restore(
         if undrop:
             row = _dropped_table(tx, current, database, name)
             source, at_ts = current, int(row["dropped_ts"]) - 1
-            label = f"the drop of {database}.{name} at {format_ts(int(row['dropped_ts']))}"
+            # The point is one µs before the drop: say so, or the drop's time and
+            # the point's ts shown beside it differ by a µs for no stated reason.
+            label = (
+                f"just before the drop of {database}.{name} "
+                f"(dropped at {format_ts(int(row['dropped_ts']))})"
+            )
         else:
             source, at_ts, label = resolve_point(tx, current, _point(point))
             row = _table_at(tx, source, database, name, at_ts, label)
