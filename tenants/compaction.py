@@ -19,8 +19,8 @@ Outputs are swapped in by one catalog transaction per merge, conditional on
 every input still being a live member. If another compaction won the race
 the swap aborts with ``ConcurrentModification`` and its outputs are orphans
 for GC; so does the merge when GC, under a short grace, collected an input
-the winner replaced while this merge read it. Merged objects span wide ts ranges, which is the layout restores
-must handle.
+the winner replaced while this merge read it. Merged objects span wide ts
+ranges, which is the layout restores must handle.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from rich.console import RenderableType
 from engine.cli import render
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
-from engine.cli.context import cli_state, instant_arg, snapshot_arg, table_arg, tenant_arg
-from engine.cli.options import AtOption, BeforeOption, SnapshotOption
+from engine.cli.context import cli_state, table_arg, tenant_arg
+from engine.cli.options import AtOption, BeforeOption, SnapshotOption, snapshot_or_time
 from engine.cli.restore_render import (
     commit_json,
     commits_table,
@@ -291,8 +291,6 @@ def restore_point(
         raise InvalidArgument(
             "say what to restore to: exactly one of --snapshot NAME, --at TIME or --before COMMIT"
         )
-    if snapshot is not None:
-        return snapshot_arg(snapshot)
     if before is not None:
         if not before.strip().isdigit():
             raise InvalidArgument(
@@ -300,5 +298,4 @@ def restore_point(
                 "--commits` lists it"
             )
         return commit()
-    assert at is not None
-    return instant_arg("--at", at)
+    return snapshot_or_time(snapshot, at, "restore to")
