@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from tenants.errors import InvalidArgument
+from tenants.redaction import redact
 
 DEFAULT_HOME = ".rewind"
 
@@ -209,6 +210,8 @@ class Warehouse:
             _refuse(what, uri, "the URI takes no ?query or #fragment")
         if parsed.scheme == "s3":
             bucket, prefix = parsed.netloc, parsed.path.strip("/")
+            if "@" in bucket:  # never echoed: what precedes the @ may be a password
+                _refuse(what, uri, _NO_USERINFO)
             if not _BUCKET.fullmatch(bucket):
                 _refuse(what, uri, f"{bucket!r} is not a bucket name")
             if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
@@ -248,11 +251,15 @@ class Warehouse:
 
 
 _BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,254}")
+_NO_USERINFO = (
+    "an s3:// URI takes no user or password (credentials come from the AWS variables, "
+    "a profile or a role)"
+)
 _VALID_WAREHOUSES = "s3://bucket/prefix, file:///absolute/path or a directory path"
 
 
 def _refuse(what: str, uri: str, why: str) -> NoReturn:
-    raise InvalidArgument(f"invalid {what} {uri!r}: {why}; use {_VALID_WAREHOUSES}")
+    raise InvalidArgument(f"invalid {what} {redact(uri)!r}: {why}; use {_VALID_WAREHOUSES}")
 
 
 def _directory(what: str, uri: str, path: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenants.config import S3Settings
 from tenants.errors import InvalidArgument, MissingDependency
+from tenants.redaction import redact
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -61,7 +62,7 @@ def open_iceberg_catalog(
         label = name
     else:
         label = spec
-    where = redacted(spec)
+    where = redact(spec)
     try:
         catalog = catalog_module.load_catalog(label, **properties)
     except ImportError as e:
@@ -70,12 +71,16 @@ def open_iceberg_catalog(
             f"{INSTALL_HINT}"
         ) from e
     except Exception as e:  # noqa: BLE001 - pyiceberg raises ValueError, SQLAlchemy its own
-        raise InvalidArgument(f"cannot open the Iceberg catalog {where}: {_first_line(e)}") from e
+        raise InvalidArgument(
+            f"cannot open the Iceberg catalog {where}: {redact(_first_line(e))}"
+        ) from e
     try:
         catalog.list_namespaces()
     except Exception as e:  # noqa: BLE001 - a driver's or a server's error
         close_catalog(catalog)
-        raise InvalidArgument(f"cannot reach the Iceberg catalog {where}: {_first_line(e)}") from e
+        raise InvalidArgument(
+            f"cannot reach the Iceberg catalog {where}: {redact(_first_line(e))}"
+        ) from e
     return catalog
 
 
@@ -86,16 +91,6 @@ def sql_uri(uri: str) -> str:
         if uri.startswith(prefix):
             return "postgresql+psycopg://" + uri[len(prefix) :]
     return uri
-
-
-def redacted(uri: str) -> str:
-    """``uri`` without a password, for messages."""
-    scheme, sep, rest = uri.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return uri
-    credentials, _, host = rest.partition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in credentials else uri
 
 
 def close_catalog(catalog: Catalog) -> None:
