@@ -193,7 +193,10 @@ class Warehouse:
 
         ``s3`` reaches an ``s3://`` URI; without it, the bare defaults
         (:class:`S3Settings`), never the environment: the caller builds settings
-        (``S3Settings.from_env()`` at an edge) and passes them.
+        (``environment_settings()`` at an edge) and passes them. A ``file://``
+        warehouse keeps them too: they are how its store reaches the ``s3://``
+        places it opens for others (an export, an Iceberg table's location),
+        so those honour ``AWS_ENDPOINT_URL`` as an ``s3://`` warehouse does.
 
         Accepted: ``s3://bucket[/prefix]``, ``file:///absolute/path`` (also
         ``file://localhost/absolute/path``) and a bare path. Anything that would
@@ -206,6 +209,7 @@ class Warehouse:
             InvalidArgument: naming what is wrong and what a valid URI looks like.
         """
         parsed = urlparse(uri)
+        settings = s3 if s3 is not None else S3Settings()
         if "?" in uri or "#" in uri:
             _refuse(what, uri, "the URI takes no ?query or #fragment")
         if parsed.scheme == "s3":
@@ -216,7 +220,7 @@ class Warehouse:
                 _refuse(what, uri, f"{bucket!r} is not a bucket name")
             if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
                 _refuse(what, uri, "the prefix may not have empty, '.' or '..' segments")
-            return cls("s3", bucket, prefix, s3 if s3 is not None else S3Settings())
+            return cls("s3", bucket, prefix, settings)
         if parsed.scheme == "file":
             if parsed.netloc not in ("", "localhost"):
                 _refuse(
@@ -227,9 +231,9 @@ class Warehouse:
                 )
             if not parsed.path.startswith("/"):
                 _refuse(what, uri, "a file URI takes an absolute path after three slashes")
-            return cls("file", "", _directory(what, uri, parsed.path), S3Settings())
+            return cls("file", "", _directory(what, uri, parsed.path), settings)
         if parsed.scheme == "" and uri.strip():
-            return cls("file", "", _directory(what, uri, uri), S3Settings())
+            return cls("file", "", _directory(what, uri, uri), settings)
         _refuse(what, uri, f"unknown scheme {parsed.scheme!r}" if parsed.scheme else "empty")
 
     @property
