@@ -23,7 +23,7 @@ from tenants.redaction import redact
 pytestmark = pytest.mark.one_catalog
 
 SECRET = "hunter2"
-MODES = ([], ["--json"], ["--verbose"])
+MODES: tuple[list[str], ...] = ([], ["--json"], ["--verbose"])
 
 
 @pytest.mark.parametrize(
