@@ -43,10 +43,10 @@ from rich.text import Text
 from engine.cli import render
 from engine.cli.app import main as rewind_main
 from engine.restore.history import commit_history
-from tenants.config import S3Settings
 from tenants.embedded_s3 import EmbeddedS3, embedded_s3
 from tenants.errors import MissingDependency
 from tenants.objectstore import open_object_store
+from tenants.spark_credentials import environment_settings
 from tenants.store import TableStore
 
 TENANT = "acme"
@@ -358,7 +358,7 @@ def run(console: Console, s3: EmbeddedS3, workdir: Path, home: Path) -> None:
         console.print(f"export {name}={os.environ[name]}", highlight=False)
     files = workdir / "files"
     files.mkdir()
-    store = TableStore.open(s3=S3Settings.from_env())  # as the CLI commands below get it
+    store = TableStore.open(s3=environment_settings())  # as the CLI commands below get it
     try:
         demo = Demo(console, files, store)
         for number, step in enumerate(STEPS, 1):

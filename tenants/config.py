@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from tenants.errors import InvalidArgument
+from tenants.redaction import redact
 
 DEFAULT_HOME = ".rewind"
 
@@ -192,7 +193,10 @@ class Warehouse:
 
         ``s3`` reaches an ``s3://`` URI; without it, the bare defaults
         (:class:`S3Settings`), never the environment: the caller builds settings
-        (``S3Settings.from_env()`` at an edge) and passes them.
+        (``environment_settings()`` at an edge) and passes them. A ``file://``
+        warehouse keeps them too: they are how its store reaches the ``s3://``
+        places it opens for others (an export, an Iceberg table's location),
+        so those honour ``AWS_ENDPOINT_URL`` as an ``s3://`` warehouse does.
 
         Accepted: ``s3://bucket[/prefix]``, ``file:///absolute/path`` (also
         ``file://localhost/absolute/path``) and a bare path. Anything that would
@@ -205,15 +209,18 @@ class Warehouse:
             InvalidArgument: naming what is wrong and what a valid URI looks like.
         """
         parsed = urlparse(uri)
+        settings = s3 if s3 is not None else S3Settings()
         if "?" in uri or "#" in uri:
             _refuse(what, uri, "the URI takes no ?query or #fragment")
         if parsed.scheme == "s3":
             bucket, prefix = parsed.netloc, parsed.path.strip("/")
+            if "@" in bucket:  # never echoed: what precedes the @ may be a password
+                _refuse(what, uri, _NO_USERINFO)
             if not _BUCKET.fullmatch(bucket):
                 _refuse(what, uri, f"{bucket!r} is not a bucket name")
             if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
                 _refuse(what, uri, "the prefix may not have empty, '.' or '..' segments")
-            return cls("s3", bucket, prefix, s3 if s3 is not None else S3Settings())
+            return cls("s3", bucket, prefix, settings)
         if parsed.scheme == "file":
             if parsed.netloc not in ("", "localhost"):
                 _refuse(
@@ -224,9 +231,9 @@ class Warehouse:
                 )
             if not parsed.path.startswith("/"):
                 _refuse(what, uri, "a file URI takes an absolute path after three slashes")
-            return cls("file", "", _directory(what, uri, parsed.path), S3Settings())
+            return cls("file", "", _directory(what, uri, parsed.path), settings)
         if parsed.scheme == "" and uri.strip():
-            return cls("file", "", _directory(what, uri, uri), S3Settings())
+            return cls("file", "", _directory(what, uri, uri), settings)
         _refuse(what, uri, f"unknown scheme {parsed.scheme!r}" if parsed.scheme else "empty")
 
     @property
@@ -248,11 +255,15 @@ class Warehouse:
 
 
 _BUCKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,254}")
+_NO_USERINFO = (
+    "an s3:// URI takes no user or password (credentials come from the AWS variables, "
+    "a profile or a role)"
+)
 _VALID_WAREHOUSES = "s3://bucket/prefix, file:///absolute/path or a directory path"
 
 
 def _refuse(what: str, uri: str, why: str) -> NoReturn:
-    raise InvalidArgument(f"invalid {what} {uri!r}: {why}; use {_VALID_WAREHOUSES}")
+    raise InvalidArgument(f"invalid {what} {redact(uri)!r}: {why}; use {_VALID_WAREHOUSES}")
 
 
 def _directory(what: str, uri: str, path: str) -> str:

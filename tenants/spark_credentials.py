@@ -78,6 +78,25 @@ def submitted_settings(base: S3Settings) -> S3Settings:
     return hadoop_settings(submitted_conf(), base)
 
 
+def environment_settings(*, backup: bool = False) -> S3Settings:
+    """The S3 settings of this process: the one source for every ``s3://`` place
+    Rewind opens (the warehouse, backup destinations, exports and the Iceberg
+    table locations they create), so ``AWS_ENDPOINT_URL``, the region and the
+    credentials chain reach them all alike.
+
+    The edges call it (the CLI, a job's entry point, the demo, the convenience
+    defaults of ``TableStore.open`` and ``open_destination``) and pass what it
+    returns down. ``backup``: a backup destination's own ``REWIND_BACKUP_AWS_*``
+    variables when any is set (:meth:`S3Settings.from_env`); otherwise, and for
+    everything else, the AWS variables, completed under spark-submit from the
+    job's ``spark.hadoop.fs.s3a.*`` keys (:func:`submitted_settings`).
+    """
+    base = S3Settings.from_env(backup=backup)
+    if backup and base != S3Settings.from_env():
+        return base  # the destination's own variables: another account or endpoint
+    return submitted_settings(base)
+
+
 def store_for_tasks(spark: Any, objects: ObjectStore) -> ObjectStore:
     """The object store as Spark tasks get it: with the Hadoop-style keys, if the session
     has them, as a broadcast reference; otherwise ``objects`` itself (its pickled

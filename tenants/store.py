@@ -37,7 +37,7 @@ from tenants.snapshots import (
     find_snapshot,
     list_snapshots,
 )
-from tenants.spark_credentials import submitted_settings
+from tenants.spark_credentials import environment_settings
 from tenants.spark_scan import read_spark
 from tenants.tenancy import (
     TableRecord,
@@ -86,10 +86,10 @@ class TableStore:
         Args:
             catalog_uri: default ``REWIND_CATALOG``, else under ``REWIND_HOME``.
             warehouse_uri: default ``REWIND_WAREHOUSE``, else under ``REWIND_HOME``.
-            s3: how an ``s3://`` warehouse reaches S3. Default, for convenience
-                at this public entry only: ``S3Settings.from_env()``, completed
-                under spark-submit from the job's ``spark.hadoop.fs.s3a.*`` keys
-                (:func:`tenants.spark_credentials.submitted_settings`).
+            s3: how the store reaches S3: an ``s3://`` warehouse, and the ``s3://``
+                places it opens for others (exports). Default, for convenience
+                at this public entry only: the environment's
+                (:func:`tenants.spark_credentials.environment_settings`).
 
         Raises:
             WarehouseOwned: another catalog owns the warehouse.
@@ -97,7 +97,7 @@ class TableStore:
                 catalog never wrote, or it is a backup destination.
         """
         if s3 is None:
-            s3 = submitted_settings(S3Settings.from_env())
+            s3 = environment_settings()
         # The warehouse URI is parsed (and a bad one refused) before the catalog
         # file is created: a malformed command line changes nothing.
         objects = open_object_store(warehouse_uri or default_warehouse_uri(), s3)

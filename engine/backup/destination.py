@@ -20,7 +20,7 @@ from typing import Any
 from tenants.config import S3Settings
 from tenants.errors import AlreadyExists, CorruptObject, NotFound, ObjectMissing
 from tenants.objectstore import ObjectStore, open_object_store
-from tenants.spark_credentials import submitted_settings
+from tenants.spark_credentials import environment_settings
 
 MARKER = "rewind-backups.json"
 
@@ -49,7 +49,8 @@ def open_destination(uri: str, *, create: bool, s3: S3Settings | None = None) ->
         create: claim an empty destination (write the marker) instead of refusing it.
         s3: how an ``s3://`` destination reaches S3; the destination reads no
             environment of its own. Default, for convenience at this public
-            entry: ``S3Settings.from_env(backup=True)``, the destination's own
+            entry: ``environment_settings(backup=True)``, the one source of S3
+            settings (tenants.spark_credentials): the destination's own
             ``REWIND_BACKUP_AWS_*`` variables (another account, profile or
             endpoint than the warehouse's) when any is set, else the AWS ones,
             completed under spark-submit as the warehouse's are.
@@ -59,9 +60,7 @@ def open_destination(uri: str, *, create: bool, s3: S3Settings | None = None) ->
         NotFound: no marker there and not ``create``.
     """
     if s3 is None:
-        s3 = S3Settings.from_env(backup=True)
-        if s3 == S3Settings.from_env():  # the warehouse's variables: under spark-submit,
-            s3 = submitted_settings(s3)  # the job's fs.s3a.* keys fill what they leave open
+        s3 = environment_settings(backup=True)
     dest = open_object_store(uri, s3, what="backup destination")
     keys = [info.key for info in _first_keys(dest)]
     if MARKER in keys or _has_marker(dest):

@@ -90,7 +90,7 @@ def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
     """Print ``error`` as one line on stderr (one JSON line on stdout under
     ``--json``) and exit 1."""
     if ctx.params.get("verbose"):
-        render.stderr().print_exception(show_locals=False)
+        render.print_traceback(error)
     if ctx.meta.get("json_errors"):
         render.print_error_json(type(error).__name__, error.message)
     else:

@@ -17,6 +17,7 @@ from engine.cli.render_layout import fixed, titled, wrapping
 from tenants.catalog import open_catalog
 from tenants.catalog.copy import copy_catalog
 from tenants.errors import CopyMismatch, InvalidArgument
+from tenants.redaction import redact
 
 app = typer.Typer(help="Copy a catalog to another backend.", no_args_is_help=True)
 
@@ -51,7 +52,7 @@ def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
         dst = open_catalog(destination)
         try:
             copied = copy_catalog(src, dst)
-            shown = (src.uri, dst.uri)
+            shown = (redact(src.uri), redact(dst.uri))  # as every printed URI
         finally:
             dst.close()
     finally:

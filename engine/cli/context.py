@@ -17,7 +17,7 @@ from tenants.config import S3Settings
 from tenants.errors import InvalidArgument
 from tenants.names import qualified_table, tenant_name
 from tenants.snapshots import snapshot_name
-from tenants.spark_credentials import submitted_settings
+from tenants.spark_credentials import environment_settings
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
 from tenants.times import parse_time, starts_time, time_word
@@ -57,11 +57,11 @@ class CliState:
 
 
 def warehouse_s3_settings() -> S3Settings:
-    """How the CLI's warehouse reaches S3: the AWS variables, read here at the
-    edge and passed down; under spark-submit (the restore job,
-    ``engine/jobs/restore_tenant.py``) completed from the job's
-    ``spark.hadoop.fs.s3a.*`` keys."""
-    return submitted_settings(S3Settings.from_env())
+    """How the CLI reaches S3 (its warehouse, and the exports the store opens):
+    the one source, read here at the edge and passed down
+    (:func:`tenants.spark_credentials.environment_settings`; under spark-submit,
+    the restore job's ``spark.hadoop.fs.s3a.*`` keys complete it)."""
+    return environment_settings()
 
 
 def cli_state(ctx: typer.Context) -> CliState:

@@ -15,6 +15,7 @@ from engine.cli.restore_render import human_bytes
 from engine.export import ExportResult, Format, check_format, export_tables
 from tenants.errors import InvalidArgument
 from tenants.names import object_name
+from tenants.redaction import redact
 
 FormatOption = Annotated[
     Format,
@@ -151,7 +152,7 @@ def _table(result: ExportResult) -> Table:
     if result.snapshot:
         when = f"{result.snapshot} ({when})"
     title = (
-        f"{result.tenant} at {when} exported as {result.format} to {result.to} "
+        f"{result.tenant} at {when} exported as {result.format} to {redact(result.to)} "
         f"in {result.seconds:.2f}s"
     )
     table = Table(title=title, caption=_caption(result))
@@ -160,7 +161,7 @@ def _table(result: ExportResult) -> Table:
     for t in result.tables:
         table.add_row(
             t.table,
-            t.target,
+            redact(t.target),
             f"{t.rows:,}",
             str(t.files),
             str(t.reused_files),

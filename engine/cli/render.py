@@ -28,6 +28,7 @@ import pyarrow as pa
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
+from rich.traceback import Trace, Traceback
 
 from engine.cli.render_layout import (
     WIDE,
@@ -42,6 +43,7 @@ from engine.cli.render_layout import (
 )
 from tenants.compaction import CompactionResult
 from tenants.objects import ObjectRecord
+from tenants.redaction import redact
 from tenants.tenancy import TableRecord, TenantRecord
 from tenants.times import format_ts
 from tenants.writes import WriteResult
@@ -80,9 +82,10 @@ def print_error(message: str) -> None:
     """The one-line red error every failed command ends with, on stderr.
 
     ``soft_wrap`` keeps it one line whatever the terminal width, so scripts
-    can grep it and tests can count it.
+    can grep it and tests can count it. Any secret in it is redacted
+    (tenants.redaction): an error often quotes the URI it could not open.
     """
-    one_line = " ".join(message.split())
+    one_line = " ".join(redact(message).split())
     stderr().print(Text(f"error: {one_line}", style="bold red"), soft_wrap=True)
 
 
@@ -91,16 +94,37 @@ def print_error_json(kind: str, message: str) -> None:
 
     stdout, unlike the text form: under ``--json`` a program reads stdout and
     gets exactly one JSON object whatever happened, a result or an error; the
-    exit status says which.
+    exit status says which. Redacted as :func:`print_error` is.
     """
-    one_line = " ".join(message.split())
+    one_line = " ".join(redact(message).split())
     print(json_text({"error": {"type": kind, "message": one_line}}), file=sys.stdout, flush=True)
+
+
+def print_traceback(error: BaseException) -> None:
+    """``--verbose``: ``error``'s traceback on stderr, its chain's messages redacted.
+
+    A cause's message is a driver's own text (SQLAlchemy's, libpq's), which may
+    quote the URI it was given, password and all; no locals are shown, as they
+    can hold credentials (S3 settings).
+    """
+    trace = Traceback.extract(type(error), error, error.__traceback__, show_locals=False)
+    stderr().print(Traceback(_redacted_trace(trace), show_locals=False))
+
+
+def _redacted_trace(trace: Trace) -> Trace:
+    for stack in trace.stacks:
+        stack.exc_value = redact(stack.exc_value)
+        stack.notes = [redact(note) for note in stack.notes]
+        if stack.syntax_error is not None:
+            stack.syntax_error.line = redact(stack.syntax_error.line)
+        stack.exceptions = [_redacted_trace(inner) for inner in stack.exceptions]
+    return trace
 
 
 def warn(message: str) -> None:
     """One yellow ``warning:`` line on stderr: something the user should act on,
     while the command itself succeeded."""
-    one_line = " ".join(message.split())
+    one_line = " ".join(redact(message).split())
     stderr().print(Text(f"warning: {one_line}", style="yellow"), soft_wrap=True)
 
 

@@ -150,6 +150,7 @@ def export_iceberg(
         s3=s3 if s3 is not None else store.objects.warehouse.s3,
         warehouse=to,
         name=catalog_name,
+        own=store.catalog.uri,
     )
     try:
         targets = [

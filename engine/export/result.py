@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.export.plan import Format
+from tenants.redaction import redact
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,15 @@ class ExportResult:
         return sum(t.written_bytes for t in self.tables)
 
     def to_json(self) -> dict[str, Any]:
-        """The result as plain JSON values, with its totals."""
+        """The result as plain JSON values, with its totals; URIs redacted
+        (tenants.redaction), as everywhere Rewind prints one."""
+        tables = [
+            asdict(t) | {"target": redact(t.target), "location": redact(t.location)}
+            for t in self.tables
+        ]
         return asdict(self) | {
+            "to": redact(self.to),
+            "tables": tables,
             "rows": self.rows,
             "copied_bytes": self.copied_bytes,
             "written_bytes": self.written_bytes,

@@ -18,7 +18,6 @@ A URI's password never appears in a message (:func:`redact`).
 from __future__ import annotations
 
 import os
-import re
 import socket
 import sys
 import uuid
@@ -31,6 +30,7 @@ from psycopg.types.numeric import NumericLoader
 from tenants.catalog.base import Tx
 from tenants.catalog.dialect import Dialect, to_pyformat
 from tenants.errors import CatalogBusy, CatalogUnavailable, InvalidArgument, StorageError
+from tenants.redaction import redact
 
 LOCK_TIMEOUT_S = 60.0
 PREFIXES = ("postgresql://", "postgres://")
@@ -40,14 +40,6 @@ VALID = "postgresql://user@host:port/database"
 BUSY_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
 # Serialises migration steps across processes before the clock row exists.
 MIGRATION_LOCK_KEY = 0x5265_7769_6E64  # "Rewind"
-
-_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
-_PASSWORD_OPTION = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact(text: str) -> str:
-    """``text`` with any URI or conninfo password replaced by ``***``."""
-    return _PASSWORD_OPTION.sub(r"\1***", _PASSWORD.sub(r"\1***@", text))
 
 
 def is_postgres_uri(uri: str) -> bool:

@@ -18,6 +18,7 @@ from typing import NoReturn
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from tenants.errors import CatalogBusy, InvalidArgument, StorageError
+from tenants.redaction import redact
 
 BUSY_TIMEOUT_S = 60.0
 # SQLite's WAL write lock: one byte of the -shm file at offset 120
@@ -35,13 +36,13 @@ def sqlite_path(uri: str) -> str:
     """The file a ``sqlite:///`` catalog URI names (see ``open_catalog``), checked."""
 
     def refuse(why: str) -> NoReturn:
-        raise InvalidArgument(f"invalid catalog {uri!r}: {why}; use {VALID}")
+        raise InvalidArgument(f"invalid catalog {redact(uri)!r}: {why}; use {VALID}")
 
     if not uri.startswith(PREFIX):
         if uri.startswith("sqlite:"):
             refuse("a sqlite catalog URI starts with sqlite:/// (three slashes) and takes no host")
         raise InvalidArgument(
-            f"unsupported catalog {uri!r}: only SQLite and PostgreSQL catalogs are supported; use {VALID}"
+            f"unsupported catalog {redact(uri)!r}: only SQLite and PostgreSQL catalogs are supported; use {VALID}"
         )
     path = uri[len(PREFIX) :]
     if not path.strip():
