@@ -226,3 +226,32 @@ def test_without_json_a_usage_error_is_typers(rewind: Rewind) -> None:
     result = CliRunner().invoke(app, ["load", "acme"])
     assert result.exit_code == 2 and result.stdout == ""
     assert "Missing argument" in result.stderr
+
+
+@pytest.mark.parametrize("json_flag", [False, True])
+def test_a_bug_is_one_line_not_a_traceback(
+    rewind: Rewind, monkeypatch: pytest.MonkeyPatch, json_flag: bool
+) -> None:
+    """An exception that is no RewindError (a bug) still ends in one line, exit 1;
+    the traceback is shown only under --verbose."""
+    from engine.cli import render
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        secret = "hunter" + "2"  # not in this source line, which the traceback shows
+        raise TypeError(f"unsupported operand\nsecond line postgresql://u:{secret}@h/db")
+
+    monkeypatch.setattr(render, "tenants_table", broken)
+    monkeypatch.setattr(render, "tenant_json", broken)
+    ok(rewind("tenant", "create", "acme"))
+    result = rewind(*(["--json"] if json_flag else []), "tenant", "list")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "hunter2" not in result.output
+    if json_flag:
+        error = error_of(result, 1)
+        assert error["type"] == "InternalError" and "TypeError" in error["message"]
+    else:
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("error: unexpected TypeError: unsupported operand")
+    verbose = rewind("--verbose", "tenant", "list")
+    assert verbose.exit_code == 1 and "Traceback" in verbose.stderr
+    assert "hunter2" not in verbose.output

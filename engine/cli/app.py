@@ -9,8 +9,10 @@ option's parser raises while typer parses the command line (a bad
 script, the demo and ``typer.testing.CliRunner`` all get the same behaviour.
 Usage errors (a missing argument, an unknown option) keep typer's exit code 2
 and, without ``--json``, its boxed message on stderr; under ``--json`` they are
-one JSON object on stdout too. Any other exception is a bug and shows typer's
-traceback.
+one JSON object on stdout too. Any other exception is a bug in Rewind: it is
+one line too (``InternalError``, naming the exception's type and asking for
+``--verbose``), never a traceback a user must read past; ``--verbose`` shows
+it, redacted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
+import click
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
@@ -74,6 +77,10 @@ class RewindGroup(TyperGroup):
             _report(ctx, refused)
         except typer.TyperException as error:  # typer's usage errors below the root
             _usage_error(ctx, error)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as error:  # a bug: one line, the traceback under --verbose
+            _report_bug(ctx, error)
 
     def resolve_command(  # type: ignore[override]
         self, ctx: typer.Context, args: list[str]
@@ -95,6 +102,24 @@ def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
         render.print_error_json(type(error).__name__, error.message)
     else:
         render.print_error(error.message)
+    raise typer.Exit(EXIT_ERROR) from None
+
+
+def _report_bug(ctx: typer.Context, error: Exception) -> NoReturn:
+    """An exception that is no :class:`RewindError` is a bug: say so in one line
+    (one JSON object under ``--json``) and exit 1, the traceback only under
+    ``--verbose``. The CLI fuzz suite (tests/test_cli_fuzz.py) fails on any."""
+    if ctx.params.get("verbose"):
+        render.print_traceback(error)
+    first = (str(error).splitlines() or [""])[0]
+    message = (
+        f"unexpected {type(error).__name__}{': ' + first if first else ''} "
+        "(a bug in Rewind: please report it; --verbose shows the traceback)"
+    )
+    if ctx.meta.get("json_errors"):
+        render.print_error_json("InternalError", message)
+    else:
+        render.print_error(message)
     raise typer.Exit(EXIT_ERROR) from None
 
 
