@@ -222,10 +222,11 @@ def test_a_usage_error_is_one_json_object_on_stdout_with_exit_2(
     assert error["type"] == kind and words in error["message"], error
 
 
-def test_without_json_a_usage_error_is_typers(rewind: Rewind) -> None:
+def test_without_json_a_usage_error_is_one_line_naming_the_help(rewind: Rewind) -> None:
     result = CliRunner().invoke(app, ["load", "acme"])
     assert result.exit_code == 2 and result.stdout == ""
-    assert "Missing argument" in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "Missing argument" in line and "`rewind load -h`" in line
 
 
 @pytest.mark.parametrize("json_flag", [False, True])

@@ -8,8 +8,8 @@ option's parser raises while typer parses the command line (a bad
 ``parse_args`` and ``invoke`` rather than in :func:`main`, so the console
 script, the demo and ``typer.testing.CliRunner`` all get the same behaviour.
 Usage errors (a missing argument, an unknown option) keep typer's exit code 2
-and, without ``--json``, its boxed message on stderr; under ``--json`` they are
-one JSON object on stdout too. Any other exception is a bug in Rewind: it is
+and are one line as well, naming the help to read (typer's box spans a dozen
+lines); under ``--json`` they are one JSON object on stdout too. Any other exception is a bug in Rewind: it is
 one line too (``InternalError``, naming the exception's type and asking for
 ``--verbose``), never a traceback a user must read past; ``--verbose`` shows
 it, redacted.
@@ -164,16 +164,23 @@ def _show_version(ctx: typer.Context, value: bool) -> None:
 
 
 def _usage_error(ctx: typer.Context, error: typer.TyperException) -> NoReturn:
-    """Under ``--json``, typer's usage error as one JSON line on stdout with its exit
-    code (2); otherwise re-raised for typer to print as it does."""
-    if not ctx.meta.get("json_errors"):
-        raise error
+    """typer's usage error as one line with its exit code (2): on stderr, or under
+    ``--json`` as one JSON line on stdout. typer's own box spans a dozen lines a
+    script cannot grep; the line names the help that shows the usage."""
     where = getattr(error, "ctx", None)
     path = where.command_path if where is not None else "rewind"
+    said = error.format_message()
+    message = (
+        f"{said} See `{path} -h`" if said.endswith("?") else f"{said.rstrip('.')}; see `{path} -h`"
+    )
     if error.message == "Missing command.":  # `rewind --json`
-        _missing_command(path)
-    message = f"{error.format_message().rstrip('.')}; see `{path} -h`"
-    render.print_error_json(type(error).__name__, message)
+        if ctx.meta.get("json_errors"):
+            _missing_command(path)
+        message = f"missing command: {path} COMMAND; `{path} -h` lists them"
+    if ctx.meta.get("json_errors"):
+        render.print_error_json(type(error).__name__, message)
+    else:
+        render.print_error(message)
     raise typer.Exit(error.exit_code) from None
 
 
