@@ -181,7 +181,7 @@ def test_which_text_is_a_time_and_which_may_be_a_snapshot(
         ("-1h", "-1h"),
         ("PT15M", "-PT15M"),
         ("2026-11-22T10:00:00Z", parse_instant("2026-11-22T10:00:00Z")),
-        ("12345", 12345),
+        ("1795600800000000", 1_795_600_800_000_000),
     ],
 )
 def test_at_accepts_relative_times_and_still_pins_instants(text: str, expected: int | str) -> None:

@@ -7,12 +7,38 @@ for every command.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from engine.cli.context import instant_arg, snapshot_arg
 from tenants.errors import InvalidArgument
+
+MAX_COUNT = 2**63 - 1  # what a catalog's int64 column or a SQL LIMIT holds
+
+
+def count_parser(option: str, *, minimum: int = 1) -> Callable[[str], int]:
+    """The parser of an option that takes a whole number (``--limit N``): ASCII digits
+    from ``minimum`` to ``MAX_COUNT``.
+
+    click's own int type takes any script's digits (``int("٣")`` is 3) and any
+    size, so ``--limit 99999999999999999999`` reached the catalog as an
+    overflow; checked here, it is refused as the user typed it, before any I/O.
+    """
+
+    def parse(text: str) -> int:
+        value = str(text).strip()
+        if re.fullmatch(r"[0-9]{1,19}", value) and minimum <= int(value) <= MAX_COUNT:
+            return int(value)
+        shown = value if len(value) <= 30 else f"{value[:24]}... ({len(value)} characters)"
+        raise InvalidArgument(
+            f"invalid {option} {shown!r}: give a whole number from {minimum} to {MAX_COUNT}"
+        )
+
+    return parse
+
 
 SnapshotOption = Annotated[
     str | None,

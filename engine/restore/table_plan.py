@@ -28,7 +28,7 @@ from tenants.catalog.table_restore import (
 from tenants.catalog.tables import database_row_at, table_row_at
 from tenants.errors import AlreadyExists, InvalidArgument, NotFound, UnprotectedTime
 from tenants.lineage import resolve_point
-from tenants.names import object_name, qualified_table
+from tenants.names import did_you_mean, object_name, qualified_table
 from tenants.protection import protection
 from tenants.tenancy import TenantRecord, active_tenant, find_tenant, new_id
 from tenants.times import format_ts
@@ -130,9 +130,11 @@ def plan_database_restore(
         current = find_tenant(tx, tenant)
         source, at_ts, label = resolve_point(tx, current, _point(point))
         if database_row_at(tx, source.id, database, at_ts) is None:
+            then = {str(r["database_name"]) for r in plan_table_rows(tx, source.id, at_ts, at_ts)}
             raise NotFound(
                 f"database {database} did not exist in tenant {source.ref} at {label} "
-                f"({format_ts(at_ts)}); `rewind table list {tenant} --as-of TIME` shows what did"
+                f"({format_ts(at_ts)}){did_you_mean(database, then)}; "
+                f"`rewind table list {tenant} --as-of TIME` shows what did"
             )
         rows = [
             r
@@ -178,12 +180,14 @@ def _point(point: str | int | None) -> str | int:
 def _table_at(
     tx: Tx, source: TenantRecord, database: str, name: str, at_ts: int, label: str
 ) -> Row:
-    for row in plan_table_rows(tx, source.id, at_ts, at_ts):
+    rows = plan_table_rows(tx, source.id, at_ts, at_ts)
+    for row in rows:
         if row["database_name"] == database and row["name"] == name:
             return row
+    close = did_you_mean(f"{database}.{name}", (f"{r['database_name']}.{r['name']}" for r in rows))
     raise NotFound(
         f"table {database}.{name} did not exist in tenant {source.ref} at {label} "
-        f"({format_ts(at_ts)}); `rewind table list {source.name} --as-of TIME` shows what did"
+        f"({format_ts(at_ts)}){close}; `rewind table list {source.name} --as-of TIME` shows what did"
     )
 
 
