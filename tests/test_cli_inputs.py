@@ -201,3 +201,25 @@ def test_unprotected_time_after_a_restore_describes_the_name_s_own_window_not_th
     # what the name protects now: its own PITR window, as `pitr show` shows it
     assert re.search(r"'acme' protects: the PITR window \d{4}-", line), line
     assert "`rewind pitr show acme`" in line
+
+
+# item 15: --to-tenant never replaces the other tenant's table, as the docs say
+
+
+def test_restore_into_another_tenant_refuses_a_taken_name_even_with_yes_and_says_how_to_free_it(
+    rewind: Rewind, world: None, state: Callable[[], Any]
+) -> None:
+    ok(rewind("tenant", "create", "other"))
+    ok(rewind("table", "create", "other", "shop.items", "-c", "id:int64", "-k", "id"))
+    before = state()
+    line = fails(
+        rewind("restore-table", "acme", "shop.items", "--snapshot", "mon", "--to-tenant", "other", "--yes"),
+        r"shop.items already exists in tenant other@\w+; a restore into another tenant never "
+        r"replaces its tables; restore under another name with --to DB.NEW",
+    )  # fmt: skip
+    assert state() == before
+    [hint] = re.findall(r"`rewind ([^`]+)`", line)
+    ok(rewind(*hint.split()))  # drops other's table, as printed
+    ok(rewind("restore-table", "acme", "shop.items", "--snapshot", "mon", "--to-tenant", "other"))
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert "tables of the same name in `--to-tenant`" not in readme

@@ -77,11 +77,19 @@ def plan_table_restore(
         in_place = to is None and to_tenant is None
         live = table_row_at(tx, target.id, out_database, out_name, tx.last_ts())
         if live is not None and (not in_place or undrop):
-            hint = (
-                f"undrop it under another name with --as DB.NEW, or drop {out_database}.{out_name} first"
-                if undrop
-                else "choose another --to name, or restore it in place"
-            )
+            if undrop:
+                hint = (
+                    f"undrop it under another name with --as DB.NEW, or drop "
+                    f"{out_database}.{out_name} first"
+                )
+            elif to_tenant is not None:  # never replaced there: docs/decisions.md
+                hint = (
+                    "a restore into another tenant never replaces its tables; restore under "
+                    f"another name with --to DB.NEW, or drop it there first (`rewind table drop "
+                    f"{target.name} {out_database}.{out_name}`)"
+                )
+            else:
+                hint = "choose another --to name, or restore it in place"
             raise AlreadyExists(
                 f"table {out_database}.{out_name} already exists in tenant {target.ref}; {hint}"
             )
@@ -147,7 +155,12 @@ def plan_database_restore(
         if existing is not None and not in_place:
             raise AlreadyExists(
                 f"database {out_database} already exists in tenant {target.ref}; choose another "
-                "--to name, or restore it in place"
+                "--to name"
+                + (
+                    " (a restore into another tenant never replaces its tables)"
+                    if to_tenant is not None
+                    else ", or restore it in place"
+                )
             )
         replaced = (
             [r["id"] for r in live_tables_of_database(tx, target.id, out_database)]
