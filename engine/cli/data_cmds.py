@@ -386,7 +386,8 @@ def query(
         typer.Option(
             "--limit",
             metavar="N",
-            parser=count_parser("--limit", minimum=0),
+            # More than the rows is all of them; limit + 1 (engine.cli.sql_query) still fits int64.
+            parser=count_parser("--limit", minimum=0, ceiling=2**62),
             help=f"Print at most N rows (default: {TABLE_VIEW_LIMIT} in "
             "the table view, all with --json).",
             show_default=False,

@@ -18,7 +18,7 @@ from rich.console import RenderableType
 from engine.cli import render, snapshot_render
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import CliState, cli_state, instant_arg, tenant_arg
-from engine.cli.options import count_parser
+from engine.cli.options import MAX_COUNT, count_parser
 from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import lineage_snapshots, snapshot_in_lineage
@@ -277,7 +277,7 @@ def schedule(
         typer.Option(
             "--keep-last",
             metavar="N",
-            parser=count_parser("--keep-last"),
+            parser=count_parser("--keep-last", ceiling=MAX_COUNT),  # the schedule names its bound
             help="Keep at most N scheduled snapshots.",
             show_default=False,
         ),
