@@ -229,7 +229,21 @@ def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[Tenant
             f"`rewind pitr show {tenant.name}` show what is recoverable"
         )
     holder = require_data(ancestor.tenant)
-    protection(tx, holder).require(ts)
+    try:
+        protection(tx, holder).require(ts)
+    except UnprotectedTime as refused:
+        if holder.id == tenant.id:
+            raise
+        # The name's earlier holder answered: say so, and what the name protects now,
+        # or the message describes a retired tenant the user never named.
+        raise UnprotectedTime(
+            f"time {ts} ({format_ts(ts)}) is not protected for tenant {tenant.name!r}: it is "
+            f"before {tenant.ref} took the name at {format_ts(tenant.created_ts)} (a restore), "
+            f"so it would read the history of {holder.ref}, which does not protect it (it "
+            f"protects: {protection(tx, holder).recoverable()}); {tenant.name!r} protects: "
+            f"{protection(tx, tenant).recoverable()}; `rewind pitr show {tenant.name}` and "
+            f"`rewind snapshot list {tenant.name}` show them"
+        ) from refused
     return holder, ts, str(ts)
 
 

@@ -6,7 +6,9 @@ keeps a bad name from reaching SQL, S3 or a log line unquoted.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 from tenants.errors import InvalidName
 
@@ -49,3 +51,15 @@ def qualified_table(text: str) -> tuple[str, str]:
     if len(parts) != 2:
         raise InvalidName(f"invalid table reference {text!r}: expected DB.TABLE")
     return object_name(parts[0], "database"), object_name(parts[1], "table")
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'acme'?)"`` for a name close to one that exists, else ``""``.
+
+    A NotFound message ends with it, as a misspelled command's usage error
+    does: the user sees the name they meant without listing everything.
+    """
+    close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)"

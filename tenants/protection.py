@@ -89,16 +89,24 @@ class Protection:
             nearest.append(f"{self.snapshots[i - 1][1]} (ts {points[i - 1]}, before)")
         if i < len(points):
             nearest.append(f"{self.snapshots[i][1]} (ts {points[i]}, after)")
+        raise UnprotectedTime(
+            f"time {ts} ({format_ts(ts)}) is not protected for tenant {self.tenant.name!r}: "
+            f"recoverable are {self.recoverable()}; nearest snapshots: "
+            f"{', '.join(nearest) if nearest else 'none'}"
+        )
+
+    def recoverable(self) -> str:
+        """The protected times in words: the PITR window, "now" and the snapshots."""
         window = (
             f"the PITR window {format_ts(self.window[0])} .. {format_ts(self.window[1])}"
             if self.window
             else "no PITR window"
         )
-        raise UnprotectedTime(
-            f"time {ts} ({format_ts(ts)}) is not protected for tenant {self.tenant.name!r}: "
-            f"recoverable are {window}, any time from {format_ts(self.current_from)} (the last "
-            f"change) to now, and its snapshots; nearest snapshots: "
-            f"{', '.join(nearest) if nearest else 'none'}"
+        # A dropped or retired tenant changes no more: its "now" ended when it was dropped.
+        end = "now" if self.tenant.dropped_ts is None else f"{format_ts(self.now)} (its drop)"
+        return (
+            f"{window}, any time from {format_ts(self.current_from)} (the last change) to "
+            f"{end}, and its snapshots"
         )
 
 

@@ -22,6 +22,7 @@ from tenants.catalog.snapshots import (
     snapshot_rows,
 )
 from tenants.errors import AlreadyExists, InvalidArgument, InvalidName, NotFound
+from tenants.names import did_you_mean
 from tenants.protection import protection
 from tenants.tenancy import TenantRecord
 from tenants.times import check_ts
@@ -95,8 +96,10 @@ def find_snapshot(tx: Tx, tenant: TenantRecord, name: str) -> SnapshotRecord:
     row = snapshot_row(tx, tenant.id, name)
     if row is None:
         known = newest_snapshot_names(tx, tenant.id)
+        close = did_you_mean(name, (s.name for s in list_snapshots(tx, tenant)))
         raise NotFound(
-            f"tenant {tenant.name!r} has no snapshot {name!r}; newest: {', '.join(known) or 'none'}"
+            f"tenant {tenant.name!r} has no snapshot {name!r}{close}; newest: "
+            f"{', '.join(known) or 'none'}"
         )
     return SnapshotRecord.from_row(row)
 
@@ -132,5 +135,3 @@ def drop_snapshots(
     for record in doomed:
         delete_snapshot(tx, tenant.id, record.name)
     return doomed
-
-

@@ -35,7 +35,7 @@ def read_as_of(
     events at or before the time; a window per primary key keeps the newest
     (the data version wins a tie with a tombstone). Nothing is collected to the
     driver. The DataFrame is lazy and its objects are not pinned: evaluate it
-    within GC's grace period for replaced objects (1 h by default, `rewind gc --grace`),
+    within GC's grace period for replaced objects (1 h by default, `rewind gc --grace DURATION`),
     or restore the table first.
 
     Args:

@@ -49,8 +49,9 @@ from tenants.errors import (
     TableBeingRestored,
     TenantDropped,
 )
-from tenants.names import object_name, tenant_name
+from tenants.names import did_you_mean, object_name, tenant_name
 from tenants.schema import Column, TableSchema
+from tenants.times import format_ts
 
 TenantState = Literal["active", "dropped"]
 
@@ -129,8 +130,8 @@ def refuse_locked(tenant: str, what: str, job_id: str | None) -> None:
     if job_id:
         raise TableBeingRestored(
             f"{what} of tenant {tenant!r} is being restored by job {job_id}: writes and DDL "
-            f"to it are refused until the job ends; `rewind restore-table --resume {job_id}` "
-            f"finishes it, `--cancel {job_id}` cancels it"
+            f"to it are refused until the job ends; `rewind restore-table {tenant} --resume "
+            f"{job_id}` finishes it, `rewind restore-table {tenant} --cancel {job_id}` cancels it"
         )
 
 
@@ -155,7 +156,8 @@ def find_tenant(tx: Tx, ref: str) -> TenantRecord:
     if row is None:
         dropped = last_dropped_id(tx, name)
         hint = f" (a dropped tenant {name}@{dropped} exists)" if dropped else ""
-        raise NotFound(f"tenant {name!r} does not exist{hint}; see `rewind tenant list`")
+        close = did_you_mean(name, (str(r["name"]) for r in tenant_rows(tx)))
+        raise NotFound(f"tenant {name!r} does not exist{hint}{close}; see `rewind tenant list`")
     return TenantRecord.from_row(row)
 
 
@@ -315,8 +317,12 @@ def find_table(tx: Tx, tenant: TenantRecord, database: str, table: str, as_of: i
     object_name(table, "table")
     row = _find_table_row(tx, tenant, database, table, as_of)
     if row is None:
+        close = did_you_mean(
+            f"{database}.{table}", (t.qualified for t in tables_at(tx, tenant, as_of))
+        )
         raise NotFound(
-            f"table {database}.{table} does not exist in tenant {tenant.name!r} at ts {as_of}"
+            f"table {database}.{table} does not exist in tenant {tenant.name!r} at "
+            f"{format_ts(as_of)} (ts {as_of}){close}"
         )
     return table_from_row(tx, row, as_of)
 

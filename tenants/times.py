@@ -15,6 +15,10 @@ Durations are ``<n><unit>`` with units ``us ms s m h d w`` (``90m``, ``6h``,
 hours, minutes and seconds (``P1W``, ``P1DT2H``, ``PT0.5S``); years and months
 are refused, their length depends on the calendar.
 
+A ts typed as text (ASCII digits only) must be at least ``MIN_TYPED_TS``
+(2000-01-01): ``1999`` is a year, not 1999 µs after the epoch, and a ts in
+seconds or ms is a mistake; a time before 2000 is named in ISO-8601.
+
 Every time a user can name lies in ``[MIN_TS, MAX_TS]``: from the epoch to the
 last µs of year 9999, the range an ISO-8601 instant can print and an int64 ts
 column can hold. Durations are at most ``MAX_DURATION_US`` (1000 years), so
@@ -41,8 +45,10 @@ US = {
     "d": 86_400_000_000,
     "w": 7 * 86_400_000_000,
 }
-_DURATION_PART = re.compile(r"(\d+)(us|ms|s|m|h|d|w)")
-_ISO_NUMBER = r"(\d+(?:[.,]\d+)?)"
+# [0-9], never \d: \d and int() also take other scripts' digits (٣, full-width ３).
+_DURATION_PART = re.compile(r"([0-9]+)(us|ms|s|m|h|d|w)")
+_ISO_NUMBER = r"([0-9]+(?:[.,][0-9]+)?)"
+_DIGITS = re.compile(r"[0-9]+")
 # P[nY][nM][nW][nD][T[nH][nM][nS]]: years and months are matched so they can be refused by name.
 _ISO_DURATION = re.compile(
     rf"P(?:{_ISO_NUMBER}Y)?(?:{_ISO_NUMBER}M)?(?:{_ISO_NUMBER}W)?(?:{_ISO_NUMBER}D)?"
@@ -57,9 +63,12 @@ ONE_US = timedelta(microseconds=1)
 MIN_TS = 0
 MAX_TS = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - EPOCH) // ONE_US
 MAX_DURATION_US = 365_000 * US["d"]
+# A ts typed as a bare number starts here: 1999 (a year), a ts in seconds or in
+# ms are all earlier, and reading them as µs would name a time in January 1970.
+MIN_TYPED_TS = (datetime(2000, 1, 1, tzinfo=UTC) - EPOCH) // ONE_US
 TIME_FORMS = (
     "use a snapshot name, an ISO-8601 instant (2026-11-22T10:00:00Z), now, a time before now "
-    "(-1h, -90s, PT15M) or a ts in µs since the epoch"
+    "(-1h, -90s, PT15M) or a ts in µs since the epoch (16 digits, e.g. 1795600800000000)"
 )
 NOW = "now"
 
@@ -103,7 +112,7 @@ class TimeSpec:
 def starts_time(text: str) -> bool:
     """Text starting with a digit or ``-`` is a time, never a snapshot name (those
     start with a letter or ``_``)."""
-    return text.strip()[:1].isdigit() or text.strip().startswith("-")
+    return text.strip()[:1].isdigit() or text.strip().startswith("-")  # ²: a bad time, not a name
 
 
 def time_word(text: str) -> bool:
@@ -207,9 +216,9 @@ def parse_instant(text: str) -> int:
         InvalidArgument: not a time, or one outside 1970-01-01 .. 9999-12-31 (UTC).
     """
     value = text.strip()
-    if re.fullmatch(r"\d+", value):
-        # Past 20 digits it is out of range anyway (and int() refuses ~4300).
-        return check_ts(int(value) if len(value) <= 20 else MAX_TS + 1, text)
+    typed = typed_ts(value)
+    if typed is not None:
+        return typed
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as e:
@@ -221,6 +230,27 @@ def parse_instant(text: str) -> int:
     # Integer arithmetic: a float timestamp() loses µs near year 9999, and an
     # offset can carry year 9999 past the end (or year 1 before the start).
     return check_ts((moment - EPOCH) // ONE_US, text)
+
+
+def typed_ts(text: str) -> int | None:
+    """The ts a bare number names (ASCII digits), or ``None`` if ``text`` is not one.
+
+    Raises:
+        InvalidArgument: a number before 2000-01-01 in µs (``1999``, a ts in
+            seconds or ms) or past 9999; it names the accepted forms.
+    """
+    value = text.strip()
+    if not _DIGITS.fullmatch(value):
+        return None
+    # Past 20 digits it is out of range anyway (and int() refuses ~4300).
+    ts = int(value) if len(value) <= 20 else MAX_TS + 1
+    if ts < MIN_TYPED_TS:
+        raise InvalidArgument(
+            f"invalid time {_shown(text)}: a bare number is a ts in µs since the epoch, from "
+            f"{MIN_TYPED_TS} ({format_ts(MIN_TYPED_TS)}) on; a year or an earlier time is "
+            f"written in ISO-8601 (1999-01-01T00:00:00Z); {TIME_FORMS}"
+        )
+    return check_ts(ts, text)
 
 
 def check_ts(ts: int, text: str | int | None = None) -> int:

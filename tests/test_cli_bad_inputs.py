@@ -181,7 +181,7 @@ def test_query_limit_past_the_row_count_shows_every_row(rewind: Rewind, world: s
 
 
 def test_negative_query_limit_is_one_clear_error(rewind: Rewind, world: str) -> None:
-    fails(rewind("query", "acme", world, "--limit", "-1"), r"invalid --limit -1: use 0 or more")
+    fails(rewind("query", "acme", world, "--limit", "-1"), r"invalid --limit '-1': give a whole number from 0")
 
 
 @pytest.mark.parametrize("threshold", ["nan", "inf", "-0.1", "1.5"])

@@ -113,7 +113,9 @@ def test_every_time_in_every_json_output_has_its_ts_and_iso_side_by_side(
     run("objects", "acme")
     run("storage", "acme")
     run("history", "acme", "--commits")
-    run("export", "acme", "shop.items", "--snapshot", "mon", "--to", f"file://{tmp_path / 'export'}")
+    run(
+        "export", "acme", "shop.items", "--snapshot", "mon", "--to", f"file://{tmp_path / 'export'}"
+    )
     run("restore-tenant", "acme", "--snapshot", "mon", "--to", "clone", "--dry-run")
     run("restore-tenant", "acme", "--snapshot", "mon", "--to", "clone")
     run("restore-table", "acme", "shop.items", "--snapshot", "mon", "--dry-run")
@@ -200,7 +202,6 @@ def test_a_refused_destructive_command_is_a_json_error(rewind: Rewind) -> None:
         (["--bogus", "tenant", "list"], "NoSuchOption", "--bogus"),
         (["tenat", "list"], "UsageError", "tenat"),
         (["query", "acme", "shop.items", "--reader", "gpu"], "BadParameter", "gpu"),
-        (["history", "acme", "--commits", "--limit", "0"], "BadParameter", "--limit"),
         (["tenant"], "UsageError", "rewind tenant COMMAND"),
         ([], "UsageError", "rewind COMMAND"),
     ],
@@ -210,7 +211,6 @@ def test_a_refused_destructive_command_is_a_json_error(rewind: Rewind) -> None:
         "unknown-root-option",
         "unknown-command",
         "choice",
-        "range",
         "no-subcommand",
         "no-command",
     ],  # fmt: skip

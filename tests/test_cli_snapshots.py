@@ -453,7 +453,7 @@ BAD_INPUTS: dict[str, tuple[list[str], str]] = {
     ),
     "zero_keep_last": (
         ["snapshot", "schedule", "acme", "--first", "01:00", "--every", "1d", "--keep-last", "0"],
-        "invalid --keep-last 0",
+        "invalid --keep-last '0': give a whole number from 1",
     ),
     "drop_key_column": (
         ["table", "alter", "acme", TABLE, "--drop", "id"],

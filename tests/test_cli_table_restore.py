@@ -103,7 +103,10 @@ def test_undrop_a_table(rewind: Rewind, shop: Path) -> None:
             r"exactly one of --snapshot NAME, --at TIME or --before",
         ),
         (("restore-table", "acme", "shop.orders", "--before", "x"), r"invalid --before 'x'"),
-        (("restore-table", "acme", "shop.orders", "--before", "12"), r"has no commit at ts 12"),
+        (
+            ("restore-table", "acme", "shop.orders", "--before", "1795600800000000"),
+            r"has no commit at ts 1795600800000000",
+        ),
         (("restore-table", "acme", "shop", "--snapshot", "mon"), r"expected DB.TABLE"),
         (("restore-table", "acme", "shop.nope", "--snapshot", "mon"), r"did not exist"),
         (("restore-table", "acme", "shop.orders", "--snapshot", "-1h"), r"for a time use --at"),

@@ -27,6 +27,7 @@ from engine.cli.context import (
     table_arg,
     tenant_arg,
 )
+from engine.cli.options import count_parser
 from engine.cli.render_layout import local_time
 from engine.cli.sql_query import show_sql
 from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
@@ -385,6 +386,8 @@ def query(
         typer.Option(
             "--limit",
             metavar="N",
+            # More than the rows is all of them; limit + 1 (engine.cli.sql_query) still fits int64.
+            parser=count_parser("--limit", minimum=0, ceiling=2**62),
             help=f"Print at most N rows (default: {TABLE_VIEW_LIMIT} in "
             "the table view, all with --json).",
             show_default=False,

@@ -101,6 +101,7 @@ def gc_cmd(
             yes=yes,
             as_json=state.json,
             plan=lambda: gc_summary(gc(dry_run=True)),
+            plan_checks=False,  # a whole dry run, and gc names nothing that could be wrong
         )
     report = gc(dry_run)
     if state.json:

@@ -7,12 +7,48 @@ for every command.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from engine.cli.context import instant_arg, snapshot_arg
 from tenants.errors import InvalidArgument
+
+MAX_COUNT = 2**63 - 1  # what a catalog's int64 column or a SQL LIMIT holds
+
+
+def count_parser(
+    option: str, *, minimum: int = 1, ceiling: int | None = None
+) -> Callable[[str], int]:
+    """The parser of an option that takes a whole number (``--limit N``): ASCII digits
+    from ``minimum`` to ``MAX_COUNT``.
+
+    click's own int type takes any script's digits (``int("٣")`` is 3) and any
+    size, so ``--limit 99999999999999999999`` reached the catalog as an
+    overflow; checked here, it is refused as the user typed it, before any I/O.
+    With ``ceiling``, a larger number is read as ``ceiling`` instead: for an
+    option where "more than there is" means "all" (``query --limit``), or
+    whose command refuses past its own, smaller bound (``--keep-last``).
+    """
+
+    def parse(text: str) -> int:
+        value = str(text).strip()
+        if re.fullmatch(r"[0-9]+", value):
+            # Past 19 digits it is past int64 anyway (and int() refuses ~4300).
+            number = int(value) if len(value) <= 19 else MAX_COUNT + 1
+            if ceiling is not None and number > ceiling:
+                return ceiling
+            if minimum <= number <= MAX_COUNT:
+                return number
+        shown = value if len(value) <= 30 else f"{value[:24]}... ({len(value)} characters)"
+        raise InvalidArgument(
+            f"invalid {option} {shown!r}: give a whole number from {minimum} to {MAX_COUNT}"
+        )
+
+    return parse
+
 
 SnapshotOption = Annotated[
     str | None,

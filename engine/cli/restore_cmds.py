@@ -17,7 +17,13 @@ from engine.cli import render
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, table_arg, tenant_arg
-from engine.cli.options import AtOption, BeforeOption, SnapshotOption, snapshot_or_time
+from engine.cli.options import (
+    AtOption,
+    BeforeOption,
+    SnapshotOption,
+    count_parser,
+    snapshot_or_time,
+)
 from engine.cli.restore_render import (
     commit_json,
     commits_table,
@@ -44,7 +50,7 @@ from engine.restore.plan import plan_restore
 from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
 from tenants.store import TableStore
-from tenants.times import format_ts
+from tenants.times import format_ts, typed_ts
 
 
 def restore_tenant_cmd(
@@ -126,10 +132,13 @@ def restore_tenant_cmd(
         return [plan_table(plan, chosen.name, chosen.reason), f"method {why}"]
 
     def question_plan() -> list[RenderableType]:
+        plan, chosen, _, why = planned()
+        retired = f"{plan.target_name}@{plan.replaced_tenant_id}"
         return [
-            *plan_view(),
-            f"the current tenant {tenant} is retired, not deleted: `rewind tenant undrop` or "
-            "another restore brings it back while it is retained",
+            plan_table(plan, chosen.name, chosen.reason),
+            f"method {why}",
+            f"the current tenant {retired} is retired, not deleted: `rewind tenant undrop "
+            f"{retired} --as NEW_NAME` or another restore brings it back while it is retained",
         ]
 
     if dry_run:
@@ -204,7 +213,13 @@ def history_cmd(
         typer.Option("--table", metavar="DB.TABLE", help="With --commits: only this table's."),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", metavar="N", min=1, help="With --commits: how many to list.")
+        int,
+        typer.Option(
+            "--limit",
+            metavar="N",
+            parser=count_parser("--limit"),
+            help="With --commits: how many to list.",
+        ),
     ] = 50,
     quiet: Annotated[
         bool,
@@ -292,10 +307,14 @@ def restore_point(
             "say what to restore to: exactly one of --snapshot NAME, --at TIME or --before COMMIT"
         )
     if before is not None:
-        if not before.strip().isdigit():
+        try:  # ASCII digits, a ts in range: checked before any I/O
+            valid = typed_ts(before) is not None
+        except InvalidArgument:
+            valid = False
+        if not valid:
             raise InvalidArgument(
-                f"invalid --before {before!r}: give a commit's ts, as `rewind history TENANT "
-                "--commits` lists it"
+                f"invalid --before {before!r}: give a commit's ts (µs since the epoch, 16 "
+                "digits), as `rewind history TENANT --commits` lists it"
             )
         return commit()
     return snapshot_or_time(snapshot, at, "restore to")

@@ -18,6 +18,7 @@ from rich.console import RenderableType
 from engine.cli import render, snapshot_render
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import CliState, cli_state, instant_arg, tenant_arg
+from engine.cli.options import MAX_COUNT, count_parser
 from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import lineage_snapshots, snapshot_in_lineage
@@ -276,6 +277,7 @@ def schedule(
         typer.Option(
             "--keep-last",
             metavar="N",
+            parser=count_parser("--keep-last", ceiling=MAX_COUNT),  # the schedule names its bound
             help="Keep at most N scheduled snapshots.",
             show_default=False,
         ),
@@ -353,7 +355,7 @@ def _schedule_off(state: CliState, tenant: str) -> None:
     else:
         render.say(
             f"removed the snapshot schedule of {tenant}; its scheduled snapshots stay until "
-            "dropped (`rewind snapshot drop --kind scheduled`)"
+            f"dropped (`rewind snapshot drop {tenant} --kind scheduled`)"
         )
 
 
@@ -383,7 +385,7 @@ def tick(
         typer.Option(
             "--count",
             metavar="N",
-            min=1,
+            parser=count_parser("--count"),
             help="With --every: stop after N ticks (default: run until stopped).",
             show_default=False,
         ),

@@ -240,8 +240,9 @@ def _run(
     as_json: bool,
 ) -> None:
     """Plan (and stop on ``--dry-run``); a restore that replaces live tables (in
-    place, or over tables of ``--to-tenant``) goes ahead only with ``--yes`` or a
-    yes at the terminal (engine.cli.confirm); then run the job."""
+    place only: ``--to`` and ``--to-tenant`` refuse a taken name in the plan) goes
+    ahead only with ``--yes`` or a yes at the terminal (engine.cli.confirm); then
+    run the job."""
     if dry_run:
         plan = make_plan()
         chosen = decide_executor(executor, plan.totals()["rewrite"][1])

@@ -11,6 +11,7 @@ from engine.cli import render
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, new_tenant_arg, tenant_arg
 from engine.cli.render_layout import local_time
+from tenants.errors import InvalidArgument
 
 app = typer.Typer(help="Create, list, drop, undrop and purge tenants.", no_args_is_help=True)
 
@@ -64,7 +65,7 @@ def drop(
     """Drop a tenant: it stops accepting writes; its data is kept (restorable) for now.
 
     `rewind tenant undrop NAME@ID` brings it back while it is retained; after
-    that, or after `rewind tenant purge`, `rewind gc` deletes its data.
+    that, or after `rewind tenant purge NAME@ID`, `rewind gc` deletes its data.
     """
     state = cli_state(ctx)
     tenant_arg(name)
@@ -88,7 +89,9 @@ def undrop(
     ref: Annotated[
         str,
         typer.Argument(
-            metavar="NAME@ID", help="The retired tenant (see `rewind history`).", show_default=False
+            metavar="NAME@ID",
+            help="The retired tenant (see `rewind history NAME`).",
+            show_default=False,
         ),
     ],
     new_name: Annotated[
@@ -128,6 +131,11 @@ def purge(
 
     def plan() -> list[RenderableType]:
         tenant = state.store().tenant(ref)
+        if tenant.state == "active":  # the real error, before asking for --yes
+            raise InvalidArgument(
+                f"tenant {tenant.ref} is active; drop it first (`rewind tenant drop {tenant.name}`), "
+                "then purge"
+            )
         what = (
             "the half-loaded staging tenant and its objects are discarded"
             if tenant.state == "staging"

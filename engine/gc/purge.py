@@ -56,7 +56,8 @@ def purge_tenant(catalog: Catalog, ref: str) -> PurgeResult:
         tenant = find_tenant(tx, ref)
         if tenant.state != "dropped":
             raise InvalidArgument(
-                f"tenant {tenant.ref} is active; drop it first (`rewind tenant drop`), then purge"
+                f"tenant {tenant.ref} is active; drop it first (`rewind tenant drop {tenant.name}`), "
+                "then purge"
             )
         if tenant.purged_ts is not None:
             raise InvalidArgument(f"tenant {tenant.ref} was already purged")

@@ -111,7 +111,7 @@ def _refuse_finished(tx: Tx, job: JobRecord) -> None:
         raise AlreadyInstalled(
             f"restore job {job.id} is done: it installed tenant {ref}, so it cannot be "
             f"cancelled; to undo it, restore {job.plan.target_name!r} to a time before it "
-            "(`rewind history` lists the retired tenant and its snapshots)"
+            f"(`rewind history {job.plan.target_name}` lists the retired tenant and its snapshots)"
         )
 
 

@@ -1,7 +1,7 @@
 """A tenant name's history: its lineage of tenant ids and the restore jobs around it.
 
 The lineage is the one names and times resolve through (tenants.lineage),
-purged and expired tenants included, so `rewind history` shows what the name
+purged and expired tenants included, so ``rewind history`` shows what the name
 can reach. A clone's history stops at its cut: its own row names the source
 and the cut, but the source's later life (its restores, drops, other clones)
 belongs to the source, not to the clone.
@@ -19,6 +19,9 @@ from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import chain
 from tenants.names import qualified_table
 from tenants.tenancy import TenantRecord, find_tenant
+from tenants.times import typed_ts
+
+MAX_LIMIT = 2**63 - 1  # a SQL LIMIT is an int64 on SQLite and PostgreSQL
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ def commit_history(
     """The newest ``limit`` commits of the tenant's history (on ``table``, ``DB.TABLE``,
     if given), newest first: its own and, through its lineage, those of the
     tenants that held the name before a restore (up to a clone's cut)."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"invalid limit {limit}: list from 1 to {MAX_LIMIT} commits")
     where = qualified_table(table) if table is not None else None
     found: list[CommitRecord] = []
     with catalog.snapshot() as tx:
@@ -92,11 +97,11 @@ def before_commit(catalog: Catalog, tenant: str, commit: str | int) -> int:
         NotFound: the tenant's history has no commit at that ts.
     """
     text = str(commit).strip()
-    if not text.isdigit():
+    ts = typed_ts(text)  # in range before it reaches the catalog's int64 columns
+    if ts is None:
         raise InvalidArgument(
             f"invalid commit {text!r}: give its ts, as `rewind history {tenant} --commits` lists it"
         )
-    ts = int(text)
     with catalog.snapshot() as tx:
         for ancestor in chain(tx, find_tenant(tx, tenant)):
             if ancestor.until_ts is not None and ts > ancestor.until_ts:

@@ -239,7 +239,8 @@ def choose_method(method: str, plan: RestorePlan) -> tuple[str, str]:
         raise InvalidArgument(
             f"a {plan.scope} restore is physical only: it installs tables into tenant "
             f"{plan.target_name!r}; use --method physical (or auto), or restore the whole "
-            "tenant logically with `rewind restore-tenant --method logical`"
+            f"tenant logically with `rewind restore-tenant {plan.target_name} --method logical "
+            f"--at {plan.at_ts}`"
         )
     if method != "auto":
         return method, f"{method} on request"

@@ -115,7 +115,7 @@ def plan_in(
         if current.state != "active":
             raise TenantDropped(
                 f"tenant {current.ref} is dropped; restore it as a clone with --to NEW, "
-                "or bring it back with `rewind tenant undrop`"
+                f"or bring it back with `rewind tenant undrop {current.ref}`"
             )
         target, replaced = current.name, current.id
     # Only what the name's lineage inherits of the source: never a snapshot a

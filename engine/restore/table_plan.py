@@ -28,7 +28,7 @@ from tenants.catalog.table_restore import (
 from tenants.catalog.tables import database_row_at, table_row_at
 from tenants.errors import AlreadyExists, InvalidArgument, NotFound, UnprotectedTime
 from tenants.lineage import resolve_point
-from tenants.names import object_name, qualified_table
+from tenants.names import did_you_mean, object_name, qualified_table
 from tenants.protection import protection
 from tenants.tenancy import TenantRecord, active_tenant, find_tenant, new_id
 from tenants.times import format_ts
@@ -77,11 +77,19 @@ def plan_table_restore(
         in_place = to is None and to_tenant is None
         live = table_row_at(tx, target.id, out_database, out_name, tx.last_ts())
         if live is not None and (not in_place or undrop):
-            hint = (
-                f"undrop it under another name with --as DB.NEW, or drop {out_database}.{out_name} first"
-                if undrop
-                else "choose another --to name, or restore it in place"
-            )
+            if undrop:
+                hint = (
+                    f"undrop it under another name with --as DB.NEW, or drop "
+                    f"{out_database}.{out_name} first"
+                )
+            elif to_tenant is not None:  # never replaced there: docs/decisions.md
+                hint = (
+                    "a restore into another tenant never replaces its tables; restore under "
+                    f"another name with --to DB.NEW, or drop it there first (`rewind table drop "
+                    f"{target.name} {out_database}.{out_name}`)"
+                )
+            else:
+                hint = "choose another --to name, or restore it in place"
             raise AlreadyExists(
                 f"table {out_database}.{out_name} already exists in tenant {target.ref}; {hint}"
             )
@@ -130,9 +138,11 @@ def plan_database_restore(
         current = find_tenant(tx, tenant)
         source, at_ts, label = resolve_point(tx, current, _point(point))
         if database_row_at(tx, source.id, database, at_ts) is None:
+            then = {str(r["database_name"]) for r in plan_table_rows(tx, source.id, at_ts, at_ts)}
             raise NotFound(
                 f"database {database} did not exist in tenant {source.ref} at {label} "
-                f"({format_ts(at_ts)}); `rewind table list {tenant} --as-of TIME` shows what did"
+                f"({format_ts(at_ts)}){did_you_mean(database, then)}; "
+                f"`rewind table list {tenant} --as-of TIME` shows what did"
             )
         rows = [
             r
@@ -145,7 +155,12 @@ def plan_database_restore(
         if existing is not None and not in_place:
             raise AlreadyExists(
                 f"database {out_database} already exists in tenant {target.ref}; choose another "
-                "--to name, or restore it in place"
+                "--to name"
+                + (
+                    " (a restore into another tenant never replaces its tables)"
+                    if to_tenant is not None
+                    else ", or restore it in place"
+                )
             )
         replaced = (
             [r["id"] for r in live_tables_of_database(tx, target.id, out_database)]
@@ -178,12 +193,14 @@ def _point(point: str | int | None) -> str | int:
 def _table_at(
     tx: Tx, source: TenantRecord, database: str, name: str, at_ts: int, label: str
 ) -> Row:
-    for row in plan_table_rows(tx, source.id, at_ts, at_ts):
+    rows = plan_table_rows(tx, source.id, at_ts, at_ts)
+    for row in rows:
         if row["database_name"] == database and row["name"] == name:
             return row
+    close = did_you_mean(f"{database}.{name}", (f"{r['database_name']}.{r['name']}" for r in rows))
     raise NotFound(
         f"table {database}.{name} did not exist in tenant {source.ref} at {label} "
-        f"({format_ts(at_ts)}); `rewind table list {source.name} --as-of TIME` shows what did"
+        f"({format_ts(at_ts)}){close}; `rewind table list {source.name} --as-of TIME` shows what did"
     )
 
 
