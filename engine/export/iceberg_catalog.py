@@ -132,7 +132,7 @@ def check_catalog_uri(spec: str, own: str | None) -> None:
     if same:
         raise InvalidArgument(
             f"the Iceberg catalog {where} is Rewind's own catalog ({redact(own or '')}): "
-            "pyiceberg would add its tables to it, and `rewind catalog copy` would refuse it "
+            "pyiceberg would add its tables to it, and a later catalog copy would refuse it "
             "then; use another database (on PostgreSQL, another schema will do)"
         )
 
