@@ -361,6 +361,14 @@ def test_each_bad_request_is_refused_with_the_destination_untouched(
         assert listing(dest) == before
 
     refused(NotFound, "shop.nope", "acme", "shop.nope", "mon", lake)
+    refused(
+        NotFound,
+        r"Z \(ts \d+\) \(did you mean 'shop.orders'\?\)",
+        "acme",
+        "shop.order",
+        "mon",
+        lake,
+    )
     refused(NotFound, "no snapshot 'sun'", "acme", "shop.orders", "sun", lake)
     refused(NotFound, "tenant", "nobody", "shop.orders", "mon", lake)
     refused(UnprotectedTime, "not protected|recoverable", "acme", "shop.orders", 1_000_000, lake)

@@ -18,9 +18,10 @@ from typing import Literal, get_args
 from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, NotFound
 from tenants.lineage import resolve_point
-from tenants.names import object_name, qualified_table
+from tenants.names import did_you_mean, object_name, qualified_table
 from tenants.reads import ReadPlan, read_plan_in
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, parse_tenant_ref, tables_at
+from tenants.times import format_ts
 
 Format = Literal["parquet", "iceberg"]
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -81,15 +82,18 @@ class Scope:
             NotFound: a named table, or a database with no table, at that time.
         """
         by_name = {(t.database, t.name): t for t in present}
+        when = f"{format_ts(at_ts)} (ts {at_ts})"
         for database, name in self.tables:
             if (database, name) not in by_name:
+                close = did_you_mean(f"{database}.{name}", (f"{d}.{n}" for d, n in by_name))
                 raise NotFound(
-                    f"table {database}.{name} does not exist in tenant {tenant!r} at ts {at_ts}"
+                    f"table {database}.{name} does not exist in tenant {tenant!r} at {when}{close}"
                 )
         for database in self.databases:
             if not any(t.database == database for t in present):
+                close = did_you_mean(database, (t.database for t in present))
                 raise NotFound(
-                    f"database {database} of tenant {tenant!r} has no table at ts {at_ts}"
+                    f"database {database} of tenant {tenant!r} has no table at {when}{close}"
                 )
         picked = [
             t
@@ -97,7 +101,7 @@ class Scope:
             if self.every or t.database in self.databases or (t.database, t.name) in self.tables
         ]
         if not picked:
-            raise NotFound(f"tenant {tenant!r} has no table at ts {at_ts}")
+            raise NotFound(f"tenant {tenant!r} has no table at {when}")
         return sorted(picked, key=lambda t: (t.database, t.name))
 
 
