@@ -388,16 +388,23 @@ def must_fail_values(param: Param, extra: list[str]) -> list[str]:
     return [v for v in _hostile(param, extra) if not may_accept(param.kind, v)]
 
 
+def culpable(command: Command, sql_extra: list[str]) -> list[Param]:
+    """The parameters of ``command`` that can be given a value that must fail."""
+    return [p for p in command.params if p.kind != "flag" and must_fail_values(p, sql_extra)]
+
+
 @st.composite
 def invocations(
     draw: st.DrawFn,
     command: Command,
     sandbox: Path,
     sql_extra: list[str],
+    culprit_name: str | None = None,
 ) -> Invocation:
-    """One command line for ``command`` that must fail (see the module's docstring)."""
+    """One command line for ``command`` that must fail (see the module's docstring):
+    ``culprit_name``'s value (any parameter's if None) is one it can never accept."""
     valued = [p for p in command.params if p.kind != "flag"]
-    candidates = [p for p in valued if must_fail_values(p, sql_extra)]
+    candidates = [p for p in culpable(command, sql_extra) if culprit_name in (None, p.name)]
     culprit: Param | None = None
     if candidates:
         chosen = draw(st.sampled_from(candidates))

@@ -39,9 +39,9 @@ from cli_fuzz_values import (
     PASSWORD,
     Command,
     Invocation,
+    culpable,
     invocations,
     leaf_commands,
-    must_fail_values,
     sql_hostile,
 )
 from cli_helpers import catalog_and_bucket, items_tenant
@@ -60,9 +60,9 @@ pytestmark = pytest.mark.one_catalog
 # Left out, and why: each would start Spark, and takes no value that could fail.
 NOT_FUZZED = {"spark check": "starts Spark on the effective master; takes no value"}
 COMMANDS = tuple(c for c in leaf_commands(typer.main.get_command(app)) if c.name not in NOT_FUZZED)
-# Examples per command: half the profile's (6 in `ci`, to stay near a minute on
-# two cores; 100 in `deep`).
-EXAMPLES = max(1, settings().max_examples // 2)
+# Examples per command and parameter: a sixth of the profile's (2 in `ci`, to
+# stay near a minute on two cores; 33 in `deep`).
+EXAMPLES = max(1, settings().max_examples // 6)
 
 # A hostile catalog or warehouse, in place of the world's, on some examples.
 ROOT_URIS: dict[str, tuple[str, ...]] = {
@@ -195,26 +195,38 @@ def with_root_uri(invocation: Invocation, option: str, uri: str) -> Invocation:
 
 
 @st.composite
-def draws(draw: st.DrawFn, command: Command, world: World) -> Invocation:
-    """The fuzz's invocations of ``command``, now and then on a hostile catalog or
-    warehouse."""
-    invocation = draw(
-        invocations(command, world.sandbox, sql_hostile(world.sandbox, world.catalog_file))
-    )
+def draws(draw: st.DrawFn, command: Command, culprit: str | None, world: World) -> Invocation:
+    """The fuzz's invocations of ``command`` that ``culprit``'s value makes fail,
+    now and then on a hostile catalog or warehouse."""
+    extra = sql_hostile(world.sandbox, world.catalog_file)
+    invocation = draw(invocations(command, world.sandbox, extra, culprit))
     option = draw(st.sampled_from([None] * 4 + list(ROOT_URIS)))
     if option is None:
         return invocation
     return with_root_uri(invocation, option, draw(st.sampled_from(ROOT_URIS[option])))
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def cases() -> list[Any]:
+    """One case per command and parameter that can be given a value it never
+    accepts; a command without one fails on an unreachable catalog."""
+    found = []
+    for command in COMMANDS:
+        params = culpable(command, [])
+        names: list[str | None] = [p.name for p in params]
+        for name in names or [None]:
+            label = f"{command.name} {'--catalog' if name is None else name}"
+            found.append(pytest.param(command, name, id=label))
+    return found
+
+
+@pytest.mark.parametrize(("command", "culprit"), cases())
 def test_any_hostile_invocation_fails_cleanly_and_changes_nothing(
-    world: World, command: Command
+    world: World, command: Command, culprit: str | None
 ) -> None:
     @settings(max_examples=EXAMPLES)
     @given(st.data())
     def run(data: st.DataObject) -> None:
-        invocation = data.draw(draws(command, world), label="invocation")
+        invocation = data.draw(draws(command, culprit, world), label="invocation")
         before = world.state()
         result = world.run(invocation.args)
         after = world.state()
@@ -239,15 +251,11 @@ def test_the_walk_finds_every_command_and_option_of_the_app() -> None:
     pairs = sum(len(c.params) for c in COMMANDS)
     assert pairs >= 150, pairs
     # Without a value of its own to refuse, a command fails on an unreachable catalog.
-    on_catalog = sorted(
-        c.name
-        for c in COMMANDS
-        if not any(p.kind != "flag" and must_fail_values(p, []) for p in c.params)
-    )
+    on_catalog = sorted(c.name for c in COMMANDS if not culpable(c, []))
     assert on_catalog == ["tenant list"], on_catalog
     print(
         f"CLI fuzz: {len(COMMANDS)} commands, {pairs} command/option pairs, "
-        f"{EXAMPLES} examples each"
+        f"{len(cases())} cases of {EXAMPLES} examples"
     )
 
 
