@@ -114,7 +114,7 @@ Kind = Literal[
 # A new name that the store takes: the documented rules of tenant and object
 # names (tenants/names.py), loosened, so no value is counted as one that must fail
 # when a command could accept it.
-NAME_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
+NAME_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")  # snapshot names take dots
 
 
 def _name_like(value: str) -> bool:
@@ -123,7 +123,7 @@ def _name_like(value: str) -> bool:
 
 def _table_like(value: str) -> bool:
     parts = value.split(".")
-    return 1 <= len(parts) <= 2 and all(map(_name_like, parts))
+    return 1 <= len(parts) <= 2 and all(re.fullmatch(r"[A-Za-z_]\w{0,127}", p) for p in parts)
 
 
 _NUMBER_LIKE = frozenset({"0", "-0", " 1"})
@@ -412,12 +412,15 @@ def invocations(
     else:  # a command without values fails on the catalog it cannot reach
         culprit, bad = None, UNREACHABLE_CATALOG
 
+    # Half the time the culprit comes alone, beside the required values only, so
+    # no other option's refusal (a conflict, a missing --yes) comes first.
+    alone = draw(st.booleans())
     values: dict[str, list[str]] = {}
     for p in valued:
         if p is culprit:
             values[p.name] = [bad]
             continue
-        if not p.required and not draw(st.booleans()):
+        if not p.required and (alone or not draw(st.booleans())):
             continue
         pool = _plausible(p, sandbox)
         count = draw(st.integers(1, 2)) if p.multiple else 1
@@ -435,7 +438,7 @@ def invocations(
         if p.opt is None or p.name == "json_output":
             continue
         if p.kind == "flag":
-            if draw(st.booleans()):
+            if (p.name == "yes" or not alone) and draw(st.booleans()):
                 options.append(p.opt)
         else:
             for value in values.get(p.name, []):

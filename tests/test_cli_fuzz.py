@@ -97,7 +97,10 @@ class World:
 
     def state(self) -> Any:
         """Every catalog row, warehouse key and file under the world's root."""
-        rows, keys = catalog_and_bucket(self.catalog_uri, self.s3, self.bucket)
+        try:
+            rows, keys = catalog_and_bucket(self.catalog_uri, self.s3, self.bucket)
+        except Exception as error:  # a command broke the catalog: that is the finding
+            rows, keys = f"unreadable: {error!r}", []
         files = sorted(
             (str(path.relative_to(self.root)), path.stat().st_size, path.stat().st_mtime_ns)
             for path in self.root.rglob("*")
