@@ -126,7 +126,7 @@ def _table_like(value: str) -> bool:
     return 1 <= len(parts) <= 2 and all(re.fullmatch(r"[A-Za-z_]\w{0,127}", p) for p in parts)
 
 
-_NUMBER_LIKE = frozenset({"0", "-0", " 1"})
+_NUMBER_LIKE = frozenset({"0", "-0", " 1", "1999"})
 _TIME_LIKE = frozenset({"-1h", "2026-01-01T00:00:00Z", "0", "-0", "-1", " 1"})
 _NUL = frozenset({"\x00", "a\x00b"})
 
@@ -189,12 +189,14 @@ def plausible(kind: Kind, sandbox: Path, choices: tuple[str, ...]) -> list[str]:
 
 def sql_hostile(sandbox: Path, catalog_file: Path | None) -> list[str]:
     """Statements a ``--sql`` must refuse: they write, read files or attach."""
+    # Each names shop.items, so it passes the check that a query names a table.
     found = [
-        "SELECT 1; SELECT 2",
-        "CREATE TABLE t AS SELECT 1",
-        "SELECT * FROM read_csv('/etc/passwd')",
-        "SELECT getenv('HOME')",
-        f"COPY (SELECT 1) TO '{sandbox}/stolen.csv'",
+        "SELECT * FROM shop.items; SELECT 2",
+        "CREATE TABLE t AS SELECT * FROM shop.items",
+        "SELECT * FROM shop.items, read_csv('/etc/passwd')",
+        "SELECT getenv('HOME') FROM shop.items",
+        f"COPY (SELECT * FROM shop.items) TO '{sandbox}/stolen.csv'",
+        "SELECT * FROM shop.items WHERE id = 1 UNION ALL SELECT * FROM shop.items__x",
         "INSTALL httpfs",
         "SET enable_external_access = true",
         "PRAGMA version",
@@ -202,7 +204,7 @@ def sql_hostile(sandbox: Path, catalog_file: Path | None) -> list[str]:
     if catalog_file is not None:
         found += [
             f"ATTACH '{catalog_file}' AS c (TYPE sqlite)",
-            f"COPY (SELECT 1) TO '{catalog_file}'",
+            f"COPY (SELECT * FROM shop.items) TO '{catalog_file}'",
         ]
     return found
 
@@ -408,7 +410,10 @@ def invocations(
     culprit: Param | None = None
     if candidates:
         chosen = draw(st.sampled_from(candidates))
-        culprit, bad = chosen, draw(st.sampled_from(must_fail_values(chosen, sql_extra)))
+        refused: st.SearchStrategy[str] = st.sampled_from(must_fail_values(chosen, sql_extra))
+        if chosen.kind == "sql" and sql_extra:  # the statements that write or escape, often
+            refused = st.sampled_from(sql_extra) | refused
+        culprit, bad = chosen, draw(refused)
     else:  # a command without values fails on the catalog it cannot reach
         culprit, bad = None, UNREACHABLE_CATALOG
 
