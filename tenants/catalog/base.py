@@ -16,6 +16,7 @@ from typing import Any
 
 from tenants.catalog.dialect import SQLITE, Dialect
 from tenants.catalog.migrations import LATEST_VERSION, MIGRATIONS, ddl_fingerprint
+from tenants.catalog.moved import refuse_if_moved
 from tenants.errors import CatalogVersionError, RewindError
 
 Row = dict[str, Any]
@@ -154,14 +155,16 @@ class Catalog:
         self._migrate()
 
     @contextmanager
-    def transaction(self, *, rollback: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, rollback: bool = False, moving: bool = False) -> Iterator[Tx]:
         """A write transaction: all or nothing, holding the write lock throughout.
 
         ``rollback=True`` runs the same statements and then discards them: a dry
-        run sees exactly what the real run would decide.
+        run sees exactly what the real run would decide. ``moving=True`` is for
+        ``tenants.catalog.moved`` alone: the one write a moved catalog allows.
 
         Raises:
             CatalogBusy: another process kept the write lock past the busy timeout.
+            CatalogMoved: ``rewind catalog copy`` moved this catalog; it writes no more.
         """
         # Not shared with _migration_step through another context manager: one
         # more generator frame costs the commit path about 5% on SQLite.
@@ -170,7 +173,11 @@ class Catalog:
                 self._reopen()
             self._begin_write(self._conn)
             try:
-                yield self._tx(self._conn, self)
+                tx = self._tx(self._conn, self)
+                if not moving:
+                    # Under the write lock, so no write commits after the mark does.
+                    refuse_if_moved(tx, self.uri)
+                yield tx
             except BaseException:
                 self._rollback()
                 raise
