@@ -149,13 +149,16 @@ def find_tenant(tx: Tx, ref: str) -> TenantRecord:
     if tenant_id:
         row = tenant_row_named(tx, tenant_id, name)
         if row is None:
-            raise NotFound(f"tenant {ref} does not exist")
+            raise NotFound(f"tenant {ref} does not exist in {tx.catalog.searched}")
         return TenantRecord.from_row(row)
     row = active_tenant_row(tx, name)
     if row is None:
         dropped = last_dropped_id(tx, name)
         hint = f" (a dropped tenant {name}@{dropped} exists)" if dropped else ""
-        raise NotFound(f"tenant {name!r} does not exist{hint}; see `rewind tenant list`")
+        raise NotFound(
+            f"tenant {name!r} does not exist in {tx.catalog.searched}{hint}; "
+            "see `rewind tenant list`"
+        )
     return TenantRecord.from_row(row)
 
 
