@@ -159,7 +159,8 @@ class Catalog:
         # What a "not found" names: the catalog, and its warehouse once a
         # TableStore opens the two together (so a wrong directory is obvious).
         self.searched = f"catalog {uri}"
-        self._migrate(create)
+        self._create = create
+        self._migrate()
 
     @contextmanager
     def transaction(self, *, rollback: bool = False, moving: bool = False) -> Iterator[Tx]:
@@ -254,7 +255,7 @@ class Catalog:
         with self.snapshot() as tx:
             return int(tx.scalar("SELECT value FROM meta WHERE key = 'schema_version'"))
 
-    def _migrate(self, create: bool = True) -> None:
+    def _migrate(self) -> None:
         """Bring the catalog to ``LATEST_VERSION``, one step per transaction.
 
         The version is read in a read transaction: opening an up-to-date catalog
@@ -278,7 +279,7 @@ class Catalog:
                         f"{recorded}, expected {ddl_fingerprint(version)}: it was not written "
                         "by this Rewind's migrations"
                     )
-        if not exists and not create:
+        if not exists and not self._create:
             raise NotFound(f"catalog {self.uri} does not exist (it has no Rewind tables)")
         while version < LATEST_VERSION:
             self.apply_migration(version + 1)
