@@ -156,7 +156,7 @@ def find_tenant(tx: Tx, ref: str) -> TenantRecord:
         dropped = last_dropped_id(tx, name)
         hint = f" (a dropped tenant {name}@{dropped} exists)" if dropped else ""
         raise NotFound(
-            f"tenant {name!r} does not exist in {tx.catalog.searched}{hint}; "
+            f"tenant {name!r} does not exist{hint} in {tx.catalog.searched}; "
             "see `rewind tenant list`"
         )
     return TenantRecord.from_row(row)
