@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from tenants.catalog import Catalog, Tx
 from tenants.errors import InvalidArgument, ObjectMissing
-from tenants.key_range import KeyRange
+from tenants.key_range import KeyRange, exact_bound
 from tenants.lineage import require_data, resolve_point, snapshot_in_lineage
 from tenants.names import qualified_table
 from tenants.object_reader import BATCH_ROWS
@@ -374,21 +374,10 @@ def _bound(value: Any, plan: ReadPlan) -> tuple[Any, ...] | None:
             f"key bound {value!r} of {plan.where}: give up to {len(key_schema)} value(s) for "
             f"({', '.join(key_schema.names)})"
         )
-    typed = []
-    for field, item in zip(key_schema, values, strict=False):
-        try:
-            scalar = pa.scalar(item, field.type)
-        except (*_ARROW_ERRORS, TypeError, ValueError, OverflowError) as e:
-            raise InvalidArgument(
-                f"key bound {value!r} of {plan.where}: {item!r} is not a {field.type} for "
-                f"key column {field.name!r}"
-            ) from e
-        if not scalar.is_valid:
-            raise InvalidArgument(
-                f"key bound {value!r} of {plan.where}: key column {field.name!r} is never null"
-            )
-        typed.append(scalar.as_py())
-    return tuple(typed)
+    return tuple(
+        exact_bound(item, field, value, plan.where)
+        for field, item in zip(key_schema, values, strict=False)
+    )
 
 
 def _filter_columns(expression: pc.Expression, plan: ReadPlan) -> tuple[str, ...]:

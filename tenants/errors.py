@@ -124,3 +124,8 @@ class ClusterMisconfigured(RewindError):
 class TaskFailed(RewindError):
     """A Spark task failed for a reason that is not one of Rewind's own errors;
     the message names the job, the worker and the task's exception."""
+
+
+class CatalogMoved(RewindError):
+    """``rewind catalog copy`` moved this catalog to a successor: it refuses writes,
+    restores and GC (reads still work); the message names the successor."""

@@ -14,6 +14,7 @@ skipping, coarse to fine, so a narrow range of a huge table reads little:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +108,60 @@ def _compare(rows: pa.Table, keys: Sequence[str], bound: tuple[Any, ...], strict
     return result
 
 
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError)
+
+
+def exact_bound(value: Any, field: pa.Field, bound: Any, where: str) -> Any:
+    """``value`` as a value of key column ``field``, only if it is that value exactly.
+
+    Arrow's conversions are lenient where a bound must not be: ``1.5`` becomes
+    the int64 ``1`` (and the range silently moves), ``True`` passes for the
+    bool-like ``1``, NaN compares false with everything. A bound is a question
+    about keys, so one that no key of this type could equal or order against
+    exactly is refused rather than rounded: an int key takes ints (and integral
+    floats), in its type's range; a float key takes numbers it holds exactly,
+    never NaN; a bool key takes bools only; no other key takes a float or a bool.
+
+    Args:
+        value: one value of the bound (one key column's).
+        field: the key column.
+        bound: the whole bound, as given (for the error).
+        where: what is read, e.g. "table acme/shop.orders" (for the error).
+
+    Raises:
+        InvalidArgument: names the column, its type and the bound.
+    """
+    kind = field.type
+
+    def refuse(why: str, hint: str = "give a value of that type") -> InvalidArgument:
+        return InvalidArgument(
+            f"key bound {bound!r} of {where}: {value!r} {why} for key column "
+            f"{field.name!r} ({kind}); {hint}"
+        )
+
+    if value is None:
+        raise refuse("is null", "a key is never null: leave the end out (None) instead")
+    if isinstance(value, bool) != pa.types.is_boolean(kind):
+        raise refuse(f"is not a {kind}")
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise refuse("is NaN, which orders against no key")
+        if pa.types.is_integer(kind):
+            if not value.is_integer():
+                raise refuse("is not a whole number")
+            value = int(value)
+        elif not pa.types.is_floating(kind):
+            raise refuse(f"is not a {kind}")
+    try:
+        typed = pa.scalar(value, kind).as_py()
+    except (*_ARROW_ERRORS, TypeError, ValueError, OverflowError) as e:
+        raise refuse(f"is not a {kind}") from e
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    if numeric and typed != value:  # float32 rounding, a wrapped int: not this value
+        raise refuse(f"does not fit a {kind} exactly")
+    return typed
+
+
 def _parse_key(text: str | None, key_schema: pa.Schema) -> tuple[Any, ...] | None:
     if text is None:
         return None
@@ -122,10 +177,15 @@ def _parse_key(text: str | None, key_schema: pa.Schema) -> tuple[Any, ...] | Non
         )
     parsed = []
     for field, raw in zip(key_schema, values, strict=False):
-        try:
-            parsed.append(pa.array([raw]).cast(field.type)[0].as_py())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise InvalidArgument(
-                f"invalid key {text!r}: {raw!r} is not a {field.type} for key column {field.name!r}"
-            ) from e
+        if isinstance(raw, str) and not pa.types.is_string(field.type):
+            # Text for a typed column (a time, a date, a decimal): Arrow's safe
+            # cast parses it and refuses what does not fit ("1.5" as int64).
+            try:
+                raw = pa.array([raw]).cast(field.type)[0].as_py()
+            except _ARROW_ERRORS as e:
+                raise InvalidArgument(
+                    f"key bound {text!r} of --from/--to: {raw!r} is not a {field.type} for key "
+                    f"column {field.name!r} ({field.type}); give a value of that type"
+                ) from e
+        parsed.append(exact_bound(raw, field, text, "--from/--to"))
     return tuple(parsed)

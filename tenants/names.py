@@ -63,3 +63,33 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     if not close:
         return ""
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)"
+
+# Ids that become object keys. Each kind has its own validator so the error
+# names what was wrong; all share one shape: letters, digits, '_' and '-', so
+# no id can hold a '/', a '\', a '.', a '%' escape or a NUL, and none can
+# step out of the prefix it is joined to.
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
+def _checked_id(text: object, kind: str, hint: str) -> str:
+    if not isinstance(text, str) or not ID.fullmatch(text):
+        raise InvalidName(
+            f"invalid {kind} {text!r}: an id is 1-128 letters, digits, '_' or '-' "
+            f"(no '/', '.', '\\\\' or '%'); {hint}"
+        )
+    return text
+
+
+def backup_id(text: object) -> str:
+    """Validate a backup id before it names ``backups/<id>/`` at a destination."""
+    return _checked_id(text, "backup id", "see `rewind backup list URI`")
+
+
+def job_id(text: object) -> str:
+    """Validate a restore job id before it reaches the catalog or ``staging/<id>/``."""
+    return _checked_id(text, "restore job id", "see `rewind history TENANT`")
+
+
+def staging_id(text: object) -> str:
+    """Validate a staging tenant id before it names ``tenants/<id>/``."""
+    return _checked_id(text, "staging tenant id", "ids are made by Rewind; pass the one it printed")

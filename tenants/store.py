@@ -18,6 +18,7 @@ from tenants.catalog import Catalog, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
 from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
+from tenants.errors import NotFound
 from tenants.lineage import resolve_point
 from tenants.loads import load
 from tenants.object_reader import BATCH_ROWS
@@ -54,7 +55,7 @@ from tenants.tenancy import (
 )
 from tenants.tenancy import create_tenant as _create_tenant
 from tenants.times import parse_time
-from tenants.warehouse_owner import claim_warehouse
+from tenants.warehouse_owner import MARKER, claim_warehouse, read_marker
 from tenants.writes import WriteResult, write
 
 Reader = Literal["local", "spark"]
@@ -66,6 +67,7 @@ class TableStore:
     def __init__(self, catalog: Catalog, objects: ObjectStore) -> None:
         self.catalog = catalog
         self.objects = objects
+        catalog.searched = f"catalog {catalog.uri} (warehouse {objects.warehouse.uri})"
 
     @classmethod
     def open(
@@ -76,8 +78,13 @@ class TableStore:
         s3: S3Settings | None = None,
         clock: Clock = wall_clock_us,
         adopt_warehouse: bool = False,
+        create: bool = True,
     ) -> TableStore:
         """Open the catalog (creating or migrating it) and the warehouse it owns.
+
+        To only read (``to_duckdb(TableStore.open(create=False), ...)``), pass
+        ``create=False``: a catalog or warehouse that is not there is refused,
+        naming both, rather than created empty where the data is not.
 
         The warehouse's owner marker is checked (and written, on first use):
         a warehouse another catalog owns is refused unless ``adopt_warehouse``
@@ -95,14 +102,27 @@ class TableStore:
             WarehouseOwned: another catalog owns the warehouse.
             ForeignWarehouse: the warehouse has no marker and holds data this
                 catalog never wrote, or it is a backup destination.
+            NotFound: ``create`` is False and the catalog does not exist, or the
+                warehouse was never claimed; nothing was created.
         """
         if s3 is None:
             s3 = environment_settings()
         # The warehouse URI is parsed (and a bad one refused) before the catalog
         # file is created: a malformed command line changes nothing.
         objects = open_object_store(warehouse_uri or default_warehouse_uri(), s3)
-        catalog = open_catalog(catalog_uri or default_catalog_uri(), clock)
         try:
+            catalog = open_catalog(catalog_uri or default_catalog_uri(), clock, create=create)
+        except NotFound as e:
+            raise NotFound(_nothing_there(e.message, objects.warehouse.uri)) from None
+        try:
+            if not create and read_marker(objects) is None:
+                raise NotFound(
+                    _nothing_there(
+                        f"warehouse {objects.warehouse.uri} has no Rewind data (no {MARKER}) "
+                        f"for catalog {catalog.uri}",
+                        None,
+                    )
+                )
             claim_warehouse(catalog, objects, adopt=adopt_warehouse)
         except BaseException:
             catalog.close()
@@ -367,3 +387,12 @@ class TableStore:
     def objects_of(self, tenant: str) -> list[tuple[str, ObjectRecord]]:
         with self.catalog.snapshot() as tx:
             return tenant_objects(tx, find_tenant(tx, tenant).id)
+
+
+def _nothing_there(what: str, warehouse: str | None) -> str:
+    """A read-only open that found nothing: say where it looked, and that it created nothing."""
+    where = f" (warehouse {warehouse})" if warehouse else ""
+    return (
+        f"{what}{where}; nothing was created, as this only reads: check --catalog and "
+        "--warehouse (or REWIND_CATALOG, REWIND_WAREHOUSE, REWIND_HOME)"
+    )

@@ -150,14 +150,17 @@ def find_tenant(tx: Tx, ref: str) -> TenantRecord:
     if tenant_id:
         row = tenant_row_named(tx, tenant_id, name)
         if row is None:
-            raise NotFound(f"tenant {ref} does not exist")
+            raise NotFound(f"tenant {ref} does not exist in {tx.catalog.searched}")
         return TenantRecord.from_row(row)
     row = active_tenant_row(tx, name)
     if row is None:
         dropped = last_dropped_id(tx, name)
         hint = f" (a dropped tenant {name}@{dropped} exists)" if dropped else ""
         close = did_you_mean(name, (str(r["name"]) for r in tenant_rows(tx)))
-        raise NotFound(f"tenant {name!r} does not exist{hint}{close}; see `rewind tenant list`")
+        raise NotFound(
+            f"tenant {name!r} does not exist{hint} in {tx.catalog.searched}{close}; "
+            "see `rewind tenant list`"
+        )
     return TenantRecord.from_row(row)
 
 

@@ -378,6 +378,7 @@ def test_the_cli_refuses_a_second_catalog_in_one_line_and_adopt_warehouse_takes_
         run("--catalog", catalog, "--warehouse", warehouse, "tenant", "create", "acme").exit_code
         == 0
     )
+    open_catalog(other).close()  # a second catalog that exists (a read creates none)
     refused = run("--catalog", other, "--warehouse", warehouse, "tenant", "list")
     assert refused.exit_code == 1
     [line] = refused.stderr.strip().splitlines()

@@ -35,6 +35,7 @@ from engine.logical.reload import reload_dump
 from tenants.catalog.staging import tenant_state
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import InvalidArgument, NotFound
+from tenants.names import backup_id as checked_backup_id
 from tenants.names import tenant_name
 from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
@@ -122,6 +123,13 @@ def backups(uri: str) -> list[BackupEntry]:
 
 
 def show_backup(uri: str, backup_id: str) -> dict[str, Any]:
+    """The backup's manifest without its plan and file list.
+
+    Raises:
+        InvalidName: ``backup_id`` is not an id (a path, ``..``): nothing is read.
+        NotFound: no such complete backup at ``uri``.
+    """
+    checked_backup_id(backup_id)
     dest = open_destination(uri, create=False)
     raw = read_manifest(dest, backup_id)
     raw.pop("plan", None)
@@ -132,7 +140,12 @@ def show_backup(uri: str, backup_id: str) -> dict[str, Any]:
 
 
 def verify_backup(uri: str, backup_id: str) -> int:
-    """Re-read every file of the backup and check sizes and hashes; loads nothing."""
+    """Re-read every file of the backup and check sizes and hashes; loads nothing.
+
+    Raises:
+        InvalidName: ``backup_id`` is not an id (a path, ``..``): nothing is read.
+    """
+    checked_backup_id(backup_id)
     dest = open_destination(uri, create=False)
     if manifest_kind(dest, backup_id) == "logical":
         manifest = verify_dump(dest, backup_root(backup_id))
@@ -147,8 +160,10 @@ def delete_backup(uri: str, backup_id: str) -> int:
     at the destination references them.
 
     Raises:
+        InvalidName: ``backup_id`` is not an id (a path, ``..``): nothing is read.
         NotFound: no backup ``backup_id`` at ``uri``.
     """
+    checked_backup_id(backup_id)
     dest = open_destination(uri, create=False)
     entries = {e.backup_id: e for e in list_backups(dest)}
     if backup_id not in entries:
@@ -194,7 +209,9 @@ def staging_id_for(store: TableStore, backup_id: str, name: str) -> str:
     """
     with store.catalog.snapshot() as tx:
         for n in itertools.count():
-            candidate = hashlib.sha256(f"backup-restore/{backup_id}/{name}/{n}".encode()).hexdigest()
+            candidate = hashlib.sha256(
+                f"backup-restore/{backup_id}/{name}/{n}".encode()
+            ).hexdigest()
             state = tenant_state(tx, candidate[:32])
             if state is None or state == "staging":
                 return candidate[:32]
@@ -204,7 +221,12 @@ def staging_id_for(store: TableStore, backup_id: str, name: str) -> str:
 def restore_backup(
     store: TableStore, uri: str, backup_id: str, *, tenant: str | None = None, replace: bool = False
 ) -> tuple[TenantRecord, float]:
-    """Restore a backup into this store's catalog and warehouse as ``tenant``."""
+    """Restore a backup into this store's catalog and warehouse as ``tenant``.
+
+    Raises:
+        InvalidName: ``backup_id`` is not an id (a path, ``..``): nothing is read.
+    """
+    checked_backup_id(backup_id)
     started = time.perf_counter()
     dest = open_destination(uri, create=False)
     kind = manifest_kind(dest, backup_id)

@@ -19,6 +19,7 @@ from typing import Any
 
 from tenants.config import S3Settings
 from tenants.errors import AlreadyExists, CorruptObject, NotFound, ObjectMissing
+from tenants.names import backup_id as checked_backup_id
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.spark_credentials import environment_settings
 
@@ -90,7 +91,8 @@ def _has_marker(dest: ObjectStore) -> bool:
 
 
 def backup_root(backup_id: str) -> str:
-    return f"backups/{backup_id}"
+    """``backups/<id>``; ``InvalidName`` if the id could name anything else."""
+    return f"backups/{checked_backup_id(backup_id)}"
 
 
 def read_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.render_layout import Stack, fixed, human_bytes, local_time, titled, wrapping
 from tenants.errors import NotFound
+from tenants.names import backup_id as checked_backup_id
 from tenants.names import tenant_name
 
 app = typer.Typer(
@@ -161,6 +162,7 @@ def verify(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
 def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId, yes: YesOption = False) -> None:
     """Delete a backup (objects other backups still use are kept)."""
     state = cli_state(ctx)
+    checked_backup_id(backup_id)
 
     def plan() -> list[RenderableType]:
         entry = [e for e in backups(uri) if e.backup_id == backup_id]
@@ -205,6 +207,8 @@ def restore(
     state = cli_state(ctx)
     if tenant is not None:
         tenant_name(tenant)
+    if backup_id is not None:
+        checked_backup_id(backup_id)
     if backup_id is None:
         complete = [e for e in backups(source) if e.complete]
         if not complete:

@@ -15,7 +15,7 @@ from engine.cli import render
 from engine.cli.context import cli_state
 from engine.cli.render_layout import fixed, titled, wrapping
 from tenants.catalog import open_catalog
-from tenants.catalog.copy import copy_catalog
+from tenants.catalog.copy import move_catalog
 from tenants.errors import CopyMismatch, InvalidArgument
 from tenants.redaction import redact
 
@@ -36,10 +36,11 @@ Destination = Annotated[
 
 @app.command("copy")
 def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
-    """Copy every row of the SOURCE catalog into the new, empty DESTINATION and verify it.
+    """Move the SOURCE catalog to the new, empty DESTINATION: copy every row and verify it.
 
-    Stop writers first: the copy reads one consistent state of the source,
-    and later commits are not in it.
+    SOURCE is marked moved first: from then on it refuses writes, restores and
+    GC (reads still work) and names DESTINATION, so exactly one catalog writes
+    to the warehouse. Run it again if it was interrupted.
 
     Example:
       rewind catalog copy sqlite:///.rewind/catalog.db postgresql://rewind@db.internal:5432/rewind
@@ -51,7 +52,7 @@ def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
     try:
         dst = open_catalog(destination)
         try:
-            copied = copy_catalog(src, dst)
+            copied = move_catalog(src, dst)
             shown = (redact(src.uri), redact(dst.uri))  # as every printed URI
         finally:
             dst.close()
@@ -82,5 +83,6 @@ def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
     if bad:
         raise CopyMismatch(
             f"the copy in {shown[1]} does not match {shown[0]} in table(s) {bad}: do not use "
-            "it; drop it and copy again with writers stopped"
+            f"it; {shown[0]} stays marked moved to it and writes nothing: empty {shown[1]} "
+            "and run this copy again"
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import typer
 
@@ -21,6 +22,16 @@ from tenants.spark_credentials import environment_settings
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
 from tenants.times import parse_time, starts_time, time_word
+
+# Commands that only read (or only clean up what exists): run where no store
+# is, they say where they looked instead of creating an empty one there.
+NEVER_CREATE = frozenset(
+    {
+        "query", "objects", "ddl", "history", "storage", "export", "gc",
+        "tenant list", "table list", "snapshot list", "snapshot show", "pitr show",
+        "backup create",
+    }
+)  # fmt: skip
 
 
 @dataclass
@@ -37,16 +48,19 @@ class CliState:
     json: bool = False
     wide: bool = False  # --wide: tables at their natural width (engine.cli.render)
     adopt_warehouse: bool = False  # --adopt-warehouse: take over a warehouse another catalog owns
+    create: bool = True  # False for a command in NEVER_CREATE (set by cli_state)
     _store: TableStore | None = field(default=None, repr=False)
 
     def store(self) -> TableStore:
-        """The store, opened (and its catalog created or migrated) on first use."""
+        """The store, opened on first use: its catalog created or migrated, unless
+        the command only reads (then a missing one is ``NotFound``, naming both)."""
         if self._store is None:
             self._store = TableStore.open(
                 self.catalog_uri,
                 self.warehouse_uri,
                 s3=warehouse_s3_settings(),
                 adopt_warehouse=self.adopt_warehouse,
+                create=self.create,
             )
         return self._store
 
@@ -76,6 +90,13 @@ def cli_state(ctx: typer.Context) -> CliState:
         raise RuntimeError("rewind commands must run under the root app (engine.cli.app)")
     if ctx.params.get("json_output"):
         state.json = True
+    names = []
+    level: Any = ctx  # typer's Context, then click's parents
+    while level.parent is not None:  # "rewind tenant list": ["list", "tenant"]
+        names.append(level.info_name or "")
+        level = level.parent
+    if " ".join(reversed(names)) in NEVER_CREATE:
+        state.create = False
     return state
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenants.catalog import Catalog
+from tenants.catalog.moved import refuse_if_moved
 from tenants.catalog.ownership import own_job_ids, own_tenant_ids
 from tenants.objectstore import ObjectStore
 from tenants.warehouse_owner import claim_warehouse
@@ -47,7 +48,11 @@ def ownership(catalog: Catalog, objects: ObjectStore) -> Ownership:
     Raises:
         WarehouseOwned: the warehouse's marker names another catalog.
         ForeignWarehouse: no marker, and it holds data this catalog never wrote.
+        CatalogMoved: ``rewind catalog copy`` moved this catalog: its successor
+            owns the warehouse now, and this one's view of it is stale.
     """
+    with catalog.snapshot() as tx:
+        refuse_if_moved(tx, catalog.uri, "GC, even a dry run")
     marker = claim_warehouse(catalog, objects, adopt=False)
     with catalog.snapshot() as tx:
         return Ownership(marker.owner, frozenset(own_tenant_ids(tx)), frozenset(own_job_ids(tx)))

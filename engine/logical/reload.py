@@ -45,6 +45,7 @@ from tenants.errors import (
 )
 from tenants.handover import hand_over_name
 from tenants.loads import load_into
+from tenants.names import staging_id as checked_staging_id
 from tenants.object_reader import open_object
 from tenants.objectstore import ObjectStore
 from tenants.progress import step
@@ -103,6 +104,8 @@ def reload_dump(
     """
     started = time.perf_counter()
     root = root.rstrip("/")
+    if staging_id is not None:
+        checked_staging_id(staging_id)  # it names tenants/<id>/: refused before any I/O
     manifest = verify_dump(dump, root)  # every file's size and hash, before anything is created
     staging_id = staging_id or new_id()
     with store.catalog.transaction() as tx:

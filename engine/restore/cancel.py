@@ -23,6 +23,7 @@ from tenants.catalog.jobs import job_lease, job_state, request_stop
 from tenants.catalog.pins import release_pins
 from tenants.catalog.table_restore import tables_installed_by
 from tenants.errors import InvalidArgument, RewindError
+from tenants.names import job_id as checked_job_id
 from tenants.store import TableStore
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 def staging_root(job_id: str) -> str:
     """Where a logical restore job dumps, inside the warehouse (never under tenants/)."""
-    return f"staging/{job_id}"
+    return f"staging/{checked_job_id(job_id)}"
 
 
 class RestoreCancelled(RewindError):

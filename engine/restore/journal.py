@@ -35,6 +35,7 @@ from tenants.catalog.jobs import (
 )
 from tenants.catalog.table_restore import lock_tables
 from tenants.errors import InvalidArgument, NotFound, RestoreInProgress
+from tenants.names import job_id as checked_job_id
 from tenants.times import format_ts
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ def start_job(
 
 
 def load_job_tx(tx: Tx, job_id: str) -> JobRecord:
-    row = job_row(tx, job_id)
+    row = job_row(tx, checked_job_id(job_id))
     if row is None:
         raise NotFound(f"restore job {job_id!r} does not exist; see `rewind history TENANT`")
     return JobRecord.from_row(row, load_plan(tx, job_id))

@@ -12,11 +12,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tenants.catalog.dialect import SQLITE, Dialect
 from tenants.catalog.migrations import LATEST_VERSION, MIGRATIONS, ddl_fingerprint
-from tenants.errors import CatalogVersionError, RewindError
+from tenants.catalog.moved import refuse_if_moved
+from tenants.errors import CatalogVersionError, NotFound, RewindError
 
 Row = dict[str, Any]
 Clock = Callable[[], int]
@@ -137,11 +139,14 @@ class Catalog:
         busy: BusyTranslator | None = None,
         dialect: Dialect = SQLITE,
         reconnect: Callable[[], Any] | None = None,
+        create: bool = True,
     ) -> None:
         """``busy`` turns the backend's lock-timeout error into ``CatalogBusy``
         (or returns ``None`` for any other error). ``uri`` is shown in messages:
         give it with any password redacted. ``reconnect`` opens a new connection
-        when the dialect finds the old one broken (a server's catalog)."""
+        when the dialect finds the old one broken (a server's catalog).
+        ``create=False`` refuses (``NotFound``) a database without Rewind's
+        tables instead of creating them: a command that only reads creates nothing."""
         self._conn = conn
         self._reconnect = reconnect
         self.dialect = dialect
@@ -151,17 +156,23 @@ class Catalog:
         self.uri = uri
         self.clock = clock
         self._busy = busy
+        # What a "not found" names: the catalog, and its warehouse once a
+        # TableStore opens the two together (so a wrong directory is obvious).
+        self.searched = f"catalog {uri}"
+        self._create = create
         self._migrate()
 
     @contextmanager
-    def transaction(self, *, rollback: bool = False) -> Iterator[Tx]:
+    def transaction(self, *, rollback: bool = False, moving: bool = False) -> Iterator[Tx]:
         """A write transaction: all or nothing, holding the write lock throughout.
 
         ``rollback=True`` runs the same statements and then discards them: a dry
-        run sees exactly what the real run would decide.
+        run sees exactly what the real run would decide. ``moving=True`` is for
+        ``tenants.catalog.moved`` alone: the one write a moved catalog allows.
 
         Raises:
             CatalogBusy: another process kept the write lock past the busy timeout.
+            CatalogMoved: ``rewind catalog copy`` moved this catalog; it writes no more.
         """
         # Not shared with _migration_step through another context manager: one
         # more generator frame costs the commit path about 5% on SQLite.
@@ -170,7 +181,11 @@ class Catalog:
                 self._reopen()
             self._begin_write(self._conn)
             try:
-                yield self._tx(self._conn, self)
+                tx = self._tx(self._conn, self)
+                if not moving:
+                    # Under the write lock, so no write commits after the mark does.
+                    refuse_if_moved(tx, self.uri)
+                yield tx
             except BaseException:
                 self._rollback()
                 raise
@@ -264,6 +279,8 @@ class Catalog:
                         f"{recorded}, expected {ddl_fingerprint(version)}: it was not written "
                         "by this Rewind's migrations"
                     )
+        if not exists and not self._create:
+            raise NotFound(f"catalog {self.uri} does not exist (it has no Rewind tables)")
         while version < LATEST_VERSION:
             self.apply_migration(version + 1)
             version += 1
@@ -288,8 +305,12 @@ class Catalog:
                     tx.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
-def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
+def open_catalog(uri: str, clock: Clock = wall_clock_us, *, create: bool = True) -> Catalog:
     """Open (creating and migrating as needed) the catalog named by ``uri``.
+
+    With ``create=False`` a catalog that does not exist is refused instead
+    (``NotFound``), and nothing is created: no SQLite file or directory, no
+    tables in a PostgreSQL schema. Commands that only read open it so.
 
     ``sqlite:///relative/path.db`` is relative to the working directory and
     ``sqlite:////absolute/path.db`` absolute (SQLAlchemy's convention). A URI
@@ -303,6 +324,7 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
 
     Raises:
         InvalidArgument: the URI is malformed; the message shows valid ones.
+        NotFound: ``create`` is False and there is no catalog at ``uri``.
     """
     from tenants.catalog import postgres
 
@@ -316,18 +338,30 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us) -> Catalog:
             conn = opened[0]._conn if opened else first
             return postgres.busy_error(error, conn, shown, waits)
 
-        catalog = Catalog(
-            first,
-            shown,
-            clock,
-            busy=busy,
-            dialect=postgres.POSTGRES,
-            reconnect=lambda: postgres.connect(uri, waits),
-        )
+        try:
+            catalog = Catalog(
+                first,
+                shown,
+                clock,
+                busy=busy,
+                dialect=postgres.POSTGRES,
+                reconnect=lambda: postgres.connect(uri, waits),
+                create=create,
+            )
+        except BaseException:
+            first.close()
+            raise
         opened.append(catalog)
         return catalog
 
     from tenants.catalog.sqlite import busy_error, connect, sqlite_path
 
     path = sqlite_path(uri)
-    return Catalog(connect(path), uri, clock, busy=lambda error: busy_error(error, path))
+    if not create and not Path(path).is_file():  # connect() would create the file
+        raise NotFound(f"catalog {uri} does not exist (no file {path})")
+    conn = connect(path)
+    try:
+        return Catalog(conn, uri, clock, busy=lambda error: busy_error(error, path), create=create)
+    except BaseException:
+        conn.close()
+        raise

@@ -21,6 +21,13 @@ opening it would; the destination is created). The copy then:
   order-independent digest of its rows (a sum of per-row BLAKE2b hashes, mod
   2^64), read back from the committed destination.
 
+:func:`move_catalog` (what ``rewind catalog copy`` runs) first marks the source
+moved to the destination (tenants/catalog/moved.py), in the source's own
+transaction, then copies: from the mark on, the source refuses every write and
+GC, so the two catalogs, which share an id and so a warehouse, never both
+write to it or collect from it. The mark is undone only if the copy left the
+destination empty; a killed copy is finished by running it again.
+
 Table names in the statements come from :data:`COPY_ORDER`, never from input;
 a catalog table the list does not name stops the copy before it writes.
 """
@@ -31,8 +38,11 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from tenants.catalog.base import Catalog, Tx
+from tenants.catalog.moved import MOVED_TO, mark_moved, unmark_moved
+from tenants.catalog.ownership import CATALOG_ID
 from tenants.errors import InvalidArgument
 
 # Parents before children (foreign keys): every table of the schema, in order.
@@ -57,7 +67,8 @@ COPY_ORDER = (
     "gc_pending",
     "commits",
 )
-OWN_META_KEYS = ("schema_version", "ddl_fingerprint")  # each catalog's own, never copied
+# Each catalog's own, never copied (the copy is not moved: its source is).
+OWN_META_KEYS = ("schema_version", "ddl_fingerprint", MOVED_TO)
 BATCH_ROWS = 10_000
 
 
@@ -69,6 +80,60 @@ class TableCopy:
     source_rows: int
     copied_rows: int
     verified: bool
+
+
+def move_catalog(source: Catalog, destination: Catalog) -> list[TableCopy]:
+    """Mark ``source`` moved to ``destination``, then copy it there and verify.
+
+    Order, for crashes: the mark commits before the copy reads the source, so
+    any copy that exists holds every write the source ever accepted, and the
+    source accepts none after it. A failure that leaves no copy in the
+    destination (the copy's one transaction rolled back) undoes the mark; any other keeps
+    it (two writable catalogs on one warehouse is the danger, not a stopped
+    one). Run again after a kill, it finds the mark naming the same destination
+    and copies (destination empty) or, if the copy had committed, says so.
+
+    Raises:
+        CatalogMoved: the source was moved to another catalog already.
+        InvalidArgument: as :func:`copy_catalog`; or the destination holds this
+            move's committed copy already (a rerun after a kill).
+    """
+    at = datetime.fromtimestamp(source.clock() / 1e6, tz=UTC).isoformat(timespec="seconds")
+    mark_moved(source, destination.uri, at)
+    try:
+        if _holds_copy_of(source, destination):
+            raise InvalidArgument(
+                f"destination catalog {destination.uri} already holds the copy of "
+                f"{source.uri} (the same catalog id), and {source.uri} is marked moved to it: "
+                f"nothing to copy; use {destination.uri}"
+            )
+        return copy_catalog(source, destination)
+    except BaseException:
+        if _copy_absent(source, destination):
+            unmark_moved(source, destination.uri)
+        raise
+
+
+def _holds_copy_of(source: Catalog, destination: Catalog) -> bool:
+    """Whether an earlier run of this move committed its copy (same id, clock run)."""
+    query = "SELECT value FROM meta WHERE key = ?"
+    with source.snapshot() as src, destination.snapshot() as dst:
+        mine = src.scalar(query, (CATALOG_ID,))
+        return bool(
+            mine is not None
+            and dst.scalar(query, (CATALOG_ID,)) == mine
+            and int(dst.scalar("SELECT last_ts FROM clock WHERE id = 1")) != 0
+        )
+
+
+def _copy_absent(source: Catalog, destination: Catalog) -> bool:
+    """True only if the destination provably holds no copy of the source (its
+    catalog id is not there: the copy's transaction never committed); else the
+    source stays marked."""
+    try:
+        return not _holds_copy_of(source, destination)
+    except Exception:  # noqa: BLE001 - not provably absent: the safe answer is no
+        return False
 
 
 def copy_catalog(source: Catalog, destination: Catalog) -> list[TableCopy]:

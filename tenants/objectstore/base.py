@@ -14,6 +14,27 @@ from typing import Literal, Protocol
 import pyarrow as pa
 
 from tenants.config import Warehouse
+from tenants.errors import InvalidArgument
+
+
+def contained(key: str, where: str) -> str:
+    """``key`` if it stays under the root it is joined to, else ``InvalidArgument``.
+
+    Ids are validated where they enter (tenants.names); this is the last line:
+    whatever slips past them, no backend reads or writes outside its root.
+    A ``..`` or ``.`` segment, a leading ``/``, a ``\\`` or a NUL is refused.
+    """
+    if (
+        key.startswith("/")
+        or "\\" in key
+        or "\0" in key
+        or any(part in (".", "..") for part in key.split("/"))
+    ):
+        raise InvalidArgument(
+            f"refusing key {key!r} under {where}: it would reach outside it "
+            "(a '..' or '.' segment, a leading '/', a '\\\\' or a NUL)"
+        )
+    return key
 
 
 @dataclass(frozen=True)

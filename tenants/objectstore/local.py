@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, StorageError
-from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite
+from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite, contained
 
 # ``.<name>.<tag>.tmp`` beside ``<name>``: what put/create write before the rename
 # (tag = the writer's pid, plus a random suffix for create). A writer killed in
@@ -60,7 +60,7 @@ class LocalObjectStore:
         self.root = Path(warehouse.prefix)
 
     def _path(self, key: str) -> Path:
-        return self.root / key
+        return self.root / contained(key, self.warehouse.uri)
 
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
@@ -148,6 +148,7 @@ class LocalObjectStore:
     def _walk(self, prefix: str) -> Iterator[tuple[str, str, list[str]]]:
         """(directory, its key prefix, sorted file names) under ``prefix``'s directory."""
         # S3 semantics: "a" matches "a/1" and "ab/4"; walk from the prefix's directory.
+        contained(prefix, self.warehouse.uri)
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self._path(directory) if directory else self.root
         if not start.is_dir():

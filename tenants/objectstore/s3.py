@@ -25,7 +25,7 @@ from tenacity import (
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, RewindError, StorageError, TransientError
-from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite
+from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite, contained
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class S3ObjectStore:
         return self._fs_obj
 
     def _full(self, key: str) -> str:
-        return self.warehouse.key(key)
+        return self.warehouse.key(contained(key, self.warehouse.uri))
 
     def _where(self, key: str) -> str:
         return f"s3://{self.warehouse.bucket}/{self._full(key)}"
