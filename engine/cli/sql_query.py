@@ -46,8 +46,8 @@ def show_sql(
         finally:
             batches.close()
     finally:
-        # Closed here, not left to the interpreter's exit: DuckDB tearing down
-        # a scan of a Python stream while Python finalizes aborts the process.
+        # Closed here, not left to the interpreter's exit, where DuckDB would
+        # tear down its scans of Rewind's Python streams as Python finalizes.
         connection.close()
     shown = rows.slice(0, min(limit, rows.num_rows))
     if as_json:
