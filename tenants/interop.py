@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.compute as pc
 
 from tenants.arrow_reads import Keys, Store, plan_arrow_read, plan_time
-from tenants.catalog.engine_views import create_table_view
+from tenants.catalog.engine_views import create_table_view, relation_name, sandboxed_connection
 from tenants.errors import InvalidArgument, MissingDependency
 from tenants.names import object_name
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-__all__ = ["duckdb_sql", "sql_tables", "to_duckdb", "to_polars"]
+__all__ = ["check_query", "duckdb_sql", "sandboxed_duckdb", "sql_tables", "to_duckdb", "to_polars"]
 
 INSTALL_HINT = "pip install 'rewind[engines]'"
 
@@ -58,17 +58,31 @@ def to_duckdb(
     correct. Arguments as :func:`tenants.arrow_reads.read_arrow`, plus:
 
     Args:
-        connection: the DuckDB connection (default: duckdb's default one, the
-            one ``duckdb.sql`` uses).
-        name: also make the rows a view of that name on the connection, for SQL
-            (``duckdb.sql("SELECT ... FROM orders")``); an existing view of that
-            name is replaced.
+        connection: the DuckDB connection to put the relation on. Without one,
+            Rewind opens its own, sandboxed as ``rewind query --sql``'s is (no
+            file, URL or extension, settings locked), so SQL run on the
+            relation (``relation.query("t", "SELECT ... FROM t")``) reads these
+            rows and nothing else. A connection the caller passes stays the
+            caller's: Rewind registers the relation (and the view ``name``) on
+            it and changes none of its settings.
+        name: also make the rows a view of that name on ``connection``, for SQL
+            (``connection.sql("SELECT ... FROM orders")``); an existing view of
+            that name is replaced. Needs ``connection``: a view on a connection
+            only Rewind holds could never be queried by name.
 
     Raises:
         MissingDependency: duckdb is not installed.
+        InvalidArgument: ``name`` without ``connection``.
         and what :func:`~tenants.arrow_reads.read_arrow` raises, when called.
     """
     duck = _engine("duckdb", "to_duckdb")
+    if name is not None:
+        object_name(name, "view")
+        if connection is None:
+            raise InvalidArgument(
+                f"a view {name!r} needs the connection you will query it on: pass "
+                "connection=duckdb.connect() (or duckdb.default_connection()) with name"
+            )
     read = plan_arrow_read(
         store,
         tenant,
@@ -80,12 +94,8 @@ def to_duckdb(
         keys=keys,
         filter=filter,
     )
-    if name is not None:
-        object_name(name, "view")
     if connection is None:
-        default = duck.default_connection
-        connection = default() if callable(default) else default
-    assert connection is not None
+        connection = sandboxed_connection(duck)
     relation = connection.from_arrow(read)
     if name is not None:
         relation.create_view(name, replace=True)
@@ -187,53 +197,173 @@ def duckdb_sql(
     """The result of a DuckDB ``sql`` query over the tenant's tables, every table it
     names (``db.table``) read as :func:`to_duckdb` reads it, all at one time.
 
-    Each ``db.table`` the query names becomes a view ``db.table`` on the
-    connection (a fresh in-memory one by default) over the rows visible at
-    that time: joins, filters and aggregates run on visible rows only. The
-    time is resolved once, so two tables are never read at two times.
+    ``sql`` must be one read-only query (:func:`check_query`), refused before
+    anything is planned or registered. Each ``db.table`` it names becomes a
+    view ``db.table`` over the rows visible at that time, resolved exactly
+    (``shop.Orders`` reads Rewind's ``shop.Orders``, never ``shop.orders``):
+    joins, filters and aggregates run on visible rows only. The time is
+    resolved once, so two tables are never read at two times.
+
+    The connection is, by default, a new one that can read only those views
+    (:func:`tenants.catalog.engine_views.sandboxed_connection`): no file, URL,
+    extension or setting. A connection the caller passes stays the caller's:
+    Rewind registers the views on it and changes none of its settings.
 
     Raises:
         MissingDependency: duckdb is not installed.
-        InvalidArgument: the query does not parse, or names no ``db.table``.
+        InvalidArgument: the query does not parse, is not one read-only query,
+            names no ``db.table``, names two DuckDB cannot tell apart, or fails.
         and what :func:`~tenants.arrow_reads.read_arrow` raises for each table
         (``NotFound`` for a table the tenant does not have at that time).
     """
     duck = _engine("duckdb", "duckdb_sql")
-    first = plan_time(store, tenant, snapshot=snapshot, ts=ts, at=at)
+    check_query(sql, duck)
     tables = sql_tables(sql, duck)
+    first = plan_time(store, tenant, snapshot=snapshot, ts=ts, at=at)
+    reads = [
+        (database, table, plan_arrow_read(store, tenant, f"{database}.{table}", ts=first))
+        for database, table in tables
+    ]
     if connection is None:
-        connection = duck.connect()
-    assert connection is not None
-    for database, table in tables:
-        read = plan_arrow_read(store, tenant, f"{database}.{table}", ts=first)
-        hidden = f"__rewind_{database}__{table}"
-        connection.from_arrow(read).create_view(hidden, replace=True)
-        create_table_view(connection, database, table, hidden)
+        connection = sandboxed_connection(duck)
+    for database, table, read in reads:
+        hidden = relation_name(database, table)
+        try:
+            connection.from_arrow(read).create_view(hidden, replace=True)
+            create_table_view(connection, database, table, hidden)
+        except duck.Error as e:
+            raise InvalidArgument(
+                f"DuckDB cannot show {database}.{table} under that name "
+                f"({str(e).splitlines()[0]}): read it with `rewind query {tenant} "
+                f"{database}.{table}` or to_duckdb"
+            ) from e
     try:
-        return connection.sql(sql)
+        relation = connection.sql(sql)
     except duck.Error as e:
         raise InvalidArgument(f"the query failed: {str(e).splitlines()[0]}") from e
+    if relation is None:  # check_query lets only queries through; this is its backstop
+        raise InvalidArgument("the query returned no result: give a SELECT")
+    return relation
+
+
+def sandboxed_duckdb() -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB connection that reads no file, URL or Python
+    variable, loads no extension, and whose settings no statement can change:
+    the one :func:`duckdb_sql` and :func:`to_duckdb` open when given none.
+
+    Raises:
+        MissingDependency: duckdb is not installed.
+    """
+    connection: duckdb.DuckDBPyConnection = sandboxed_connection(
+        _engine("duckdb", "sandboxed_duckdb")
+    )
+    return connection
+
+
+READ_ONLY = "a SELECT (or WITH, VALUES, FROM, DESCRIBE, SUMMARIZE)"
+
+
+def check_query(sql: str, duck: ModuleType | None = None) -> None:
+    """Refuse ``sql`` unless it is exactly one read-only query.
+
+    The sandbox already stops a statement from reaching a file or a setting;
+    this says so plainly before anything runs, and keeps statements that would
+    change the connection (CREATE, SET, ATTACH...) from running at all. DuckDB's
+    parser decides the kind; ``PRAGMA`` parses as a SELECT of a pragma function
+    yet is refused, as is ``EXPLAIN``, whose inner statement cannot be checked.
+
+    Raises:
+        InvalidArgument: the query does not parse, holds no statement or more
+            than one, or is not a read-only query.
+    """
+    duck = duck or _engine("duckdb", "check_query")
+    try:
+        statements = duck.extract_statements(sql)
+    except duck.Error as e:
+        raise InvalidArgument(f"the query does not parse: {str(e).splitlines()[0]}") from e
+    if len(statements) != 1:
+        raise InvalidArgument(
+            f"the query must be one statement, {READ_ONLY}; it holds {len(statements)}"
+        )
+    kind = statements[0].type
+    first = _first_word(sql, duck)
+    if kind != duck.StatementType.SELECT or first == "PRAGMA":
+        what = first if first in ("PRAGMA", "EXPLAIN") else kind.name
+        raise InvalidArgument(
+            f"only a single read-only query runs, {READ_ONLY}, not {what}: a query "
+            "reads the tenant's tables at one time and nothing else"
+        )
+
+
+def _first_word(sql: str, duck: ModuleType) -> str:
+    """The statement's first word, upper-case, past any comment (DuckDB's tokenizer)."""
+    tokens = duck.tokenize(sql)
+    found = re.match(r"\w+", sql[tokens[0][0] :]) if tokens else None
+    return found.group(0).upper() if found else ""
 
 
 def sql_tables(sql: str, duck: ModuleType | None = None) -> list[tuple[str, str]]:
     """The ``db.table`` names a query reads, as DuckDB's parser finds them (a name
-    in another form, such as an unqualified CTE, is DuckDB's own)."""
+    in another form, such as an unqualified CTE, is DuckDB's own).
+
+    DuckDB matches names without regard to case, where Rewind does not: two
+    names that differ only in case are refused, and so is a name in another
+    form (``memory.shop.orders``, or ``orders`` for ``main.orders``) that
+    DuckDB would resolve to one of the query's tables, so every table is
+    read under exactly the name it was asked by.
+
+    Raises:
+        InvalidArgument: the query does not parse, names no ``db.table``, or
+            names tables DuckDB cannot tell apart.
+        InvalidName: a ``db.table`` that is no valid Rewind name.
+    """
     duck = duck or _engine("duckdb", "sql_tables")
+    # Parsed on a sandbox: finding the names binds table functions (read_csv...).
+    parser = sandboxed_connection(duck)
     try:
-        names = duck.get_table_names(sql, qualified=True)
-    except duck.Error as e:
+        names = parser.get_table_names(sql, qualified=True)
+    except duck.ParserException as e:
         raise InvalidArgument(f"the query does not parse: {str(e).splitlines()[0]}") from e
-    found = []
+    except duck.Error as e:
+        raise InvalidArgument(f"the query failed: {str(e).splitlines()[0]}") from e
+    finally:
+        parser.close()
+    references = []
     for name in sorted(names):
         reference = re.split(r"\s+AS\s+", name, maxsplit=1, flags=re.IGNORECASE)[0].strip()
         parts = [p.strip('"') for p in re.findall(r'"(?:[^"]|"")*"|[^.]+', reference)]
-        if len(parts) == 2:
-            found.append((object_name(parts[0], "database"), object_name(parts[1], "table")))
+        references.append([p.replace('""', '"') for p in parts])
+    found = sorted(
+        {
+            (object_name(r[0], "database"), object_name(r[1], "table"))
+            for r in references
+            if len(r) == 2
+        }
+    )
     if not found:
         raise InvalidArgument(
             "the query names no table: name each as database.table (FROM shop.orders)"
         )
-    return sorted(set(found))
+    folded: dict[tuple[str, str], str] = {}
+    for database, table in found:
+        other = folded.setdefault((database.casefold(), table.casefold()), f"{database}.{table}")
+        if other != f"{database}.{table}":
+            raise InvalidArgument(
+                f"the query names {other} and {database}.{table}, which differ only in case: "
+                "DuckDB cannot tell them apart, so query them one at a time"
+            )
+    for parts in references:
+        if len(parts) == 2:
+            continue
+        # DuckDB's search path holds schema main: a bare name may resolve to main.x.
+        qualified = ("main", *parts) if len(parts) == 1 else parts[-2:]
+        key = (qualified[0].casefold(), qualified[1].casefold())
+        if key in folded:
+            raise InvalidArgument(
+                f"the query names {'.'.join(parts)}, which DuckDB would read as "
+                f"{folded[key]}: name each table as database.table"
+            )
+    return found
 
 
 def _engine(module: str, caller: str) -> Any:

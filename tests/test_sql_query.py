@@ -118,7 +118,7 @@ def test_rewind_query_sql_prints_a_table_or_json_and_refuses_what_it_cannot_mean
     ok(rewind("load", "acme", "shop.items", tmp_path / "more.csv"))
     count = "SELECT count(*) AS n, max(v) AS last FROM shop.items"
     shown = ok(rewind("query", "acme", "--snapshot", "mon", "--sql", count))
-    assert "2" in shown.stdout and "b" in shown.stdout and "1 rows" in shown.stdout
+    assert "2" in shown.stdout and "b" in shown.stdout and "1 row," in shown.stdout
     assert as_json(rewind("--json", "query", "acme", "--sql", count)) == [{"n": 3, "last": "c"}]
     assert as_json(rewind("--json", "query", "acme", "--as-of", "mon", "--sql", count)) == [
         {"n": 2, "last": "b"}

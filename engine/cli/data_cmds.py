@@ -376,8 +376,9 @@ def query(
         typer.Option(
             "--sql",
             metavar="QUERY",
-            help="A DuckDB query over the tenant's tables, each named database.table "
-            "(SELECT ... FROM shop.orders), all read as of one time.",
+            help="One read-only DuckDB query over the tenant's tables, each named "
+            "database.table (SELECT ... FROM shop.orders), all read as of one time; "
+            "it can read nothing else.",
             show_default=False,
         ),
     ] = None,

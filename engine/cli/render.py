@@ -182,16 +182,27 @@ def emit_rows_json(rows: pa.Table | Iterable[pa.Table]) -> None:
     """Rows as a JSON array with one row object per line: one document, yet grep-able.
 
     Given an iterable of tables (a streamed read), each is printed as it comes,
-    so the whole result is never held."""
+    so the whole result is never held. If the stream fails after rows were
+    printed, the array is closed before the error propagates: stdout is then
+    that array and, on the last line, the error object (docs/engines.md)."""
     first = True
-    for part in [rows] if isinstance(rows, pa.Table) else rows:
-        if _may_hold_floats(part.schema):
-            lines = [json_text(row) for row in part.to_pylist()]
-        else:  # no float anywhere: skip the walk over every value
-            lines = [json.dumps(r, default=json_default, allow_nan=False) for r in part.to_pylist()]
-        if lines:
-            sys.stdout.write(("[\n" if first else ",\n") + ",\n".join(lines))
-            first = False
+    try:
+        for part in [rows] if isinstance(rows, pa.Table) else rows:
+            if _may_hold_floats(part.schema):
+                lines = [json_text(row) for row in part.to_pylist()]
+            else:  # no float anywhere: skip the walk over every value
+                lines = [
+                    json.dumps(r, default=json_default, allow_nan=False) for r in part.to_pylist()
+                ]
+            if lines:
+                sys.stdout.write(("[\n" if first else ",\n") + ",\n".join(lines))
+                first = False
+    except Exception:
+        # A stream that fails after rows were printed: close the array, so what
+        # precedes the error object the command ends with is whole JSON.
+        if not first:
+            print("\n]", flush=True)
+        raise
     print("[]" if first else "\n]")
 
 
@@ -372,11 +383,8 @@ def _objects_table(
 def rows_table(title: str, rows: pa.Table, more: bool, ts: int) -> Table:
     """Query results read at ``ts``; ``more``: the ``--limit`` left rows out (a limited
     read stops there, so it does not know how many)."""
-    shown = (
-        f"first {_count(rows.num_rows)} rows, more follow"
-        if more
-        else f"{_count(rows.num_rows)} rows"
-    )
+    counted = plural(rows.num_rows, "row")
+    shown = f"first {counted}, more follow" if more else counted
     table = titled(title, f"{shown}, ts {ts}")
     for field in rows.schema:
         numeric = (
