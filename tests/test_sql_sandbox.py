@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +35,7 @@ from tenants.store import TableStore
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
 pytestmark = pytest.mark.one_catalog
 
+ROOT = Path(__file__).resolve().parents[1]
 ROWS = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
 
 
@@ -321,6 +324,37 @@ def test_a_query_failing_after_rows_have_streamed_ends_with_one_error(local: Loc
     assert text.exit_code == 1 and text.stderr.strip().splitlines() == [
         "error: the query failed: Invalid Input Error: boom"
     ], text.output
+
+
+def test_a_process_whose_query_failed_mid_scan_exits_1_not_an_abort(local: Local) -> None:
+    """A query that fails while DuckDB scans Rewind's Python stream on worker
+    threads left those threads holding the stream as Python finalized: the
+    process aborted (PyGILState_Release, exit -6) in 9 runs of 10. The sandbox
+    runs DuckDB on the calling thread alone (engine_views.SANDBOX)."""
+    big(local, 20_000)
+    failing = "SELECT CASE WHEN id >= 5000 THEN error('boom') ELSE id END AS v FROM shop.big"
+    base = ["--catalog", f"sqlite:///{local.catalog}", "--warehouse", f"file://{local.warehouse}"]
+    for _ in range(4):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "engine.cli.app",
+                *base,
+                "--json",
+                "query",
+                "acme",
+                "--sql",
+                failing,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1, done.stderr[-2000:]
+        assert json.loads(done.stdout.splitlines()[-1])["error"]["message"].endswith("boom")
+        assert done.stderr == ""
 
 
 def test_a_huge_limit_and_a_statement_without_rows_end_cleanly(local: Local) -> None:
