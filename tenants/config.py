@@ -208,6 +208,8 @@ class Warehouse:
         Raises:
             InvalidArgument: naming what is wrong and what a valid URI looks like.
         """
+        if not isinstance(uri, str) or any(ord(c) < 32 or ord(c) == 127 for c in uri):
+            _refuse(what, str(uri), "a URI holds no control characters (NUL, newline, ...)")
         parsed = urlparse(uri)
         settings = s3 if s3 is not None else S3Settings()
         if "?" in uri or "#" in uri:

@@ -44,6 +44,7 @@ from tenants.defaults import is_text_encoded
 from tenants.errors import (
     AlreadyExists,
     InvalidArgument,
+    InvalidName,
     NotFound,
     SchemaMismatch,
     TableBeingRestored,
@@ -137,10 +138,20 @@ def refuse_locked(tenant: str, what: str, job_id: str | None) -> None:
 
 def parse_tenant_ref(ref: str) -> tuple[str, str | None]:
     """``acme`` → ("acme", None); ``acme@3f2a…`` → ("acme", "3f2a…")."""
-    name, _, tenant_id = ref.partition("@")
-    tenant_name(name)
-    if tenant_id and not tenant_id.isalnum():
-        raise InvalidArgument(f"invalid tenant id in {ref!r}")
+    name, at, tenant_id = ref.partition("@")
+    try:
+        tenant_name(name)
+    except InvalidName:
+        if not at:
+            raise
+        # The whole ref, quoted: a part of it would hide from redaction what the
+        # whole shows to be a secret (``postgresql://u:PW@host``).
+        raise InvalidName(
+            f"invalid tenant {ref!r}: give NAME or NAME@ID, where NAME is a tenant name "
+            "and ID the tenant's id (`rewind tenant list --all` shows both)"
+        ) from None
+    if tenant_id and not (tenant_id.isascii() and tenant_id.isalnum()):
+        raise InvalidArgument(f"invalid tenant id in {ref!r}: an id is letters and digits")
     return name, tenant_id or None
 
 

@@ -231,3 +231,38 @@ def test_restore_into_another_tenant_refuses_a_taken_name_even_with_yes_and_says
     ok(rewind("restore-table", "acme", "shop.items", "--snapshot", "mon", "--to-tenant", "other"))
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert "tables of the same name in `--to-tenant`" not in readme
+
+
+# The first defects the CLI fuzz suite (test_cli_fuzz.py) found, each pinned here.
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("backup", "list", "\x00"), "no control characters"),
+        (("backup", "verify", "a\x00b", "b1"), "no control characters"),
+        (("backup", "restore", "--from", "\x00"), "no control characters"),
+        (("compact", "acme", "--memory", HUGE), "at most .* bytes"),
+        (("tenant", "undrop", "postgresql://u:hunter2@127.0.0.1:1/x"), r"give NAME or NAME@ID"),
+        (("query", "s3://AKIAX:hunter2@b/k", "shop.items"), r"give NAME or NAME@ID"),
+    ],
+    ids=["nul-list", "nul-verify", "nul-restore", "huge-memory", "ref-pg-uri", "ref-s3-uri"],
+)
+def test_what_the_fuzz_found_first_is_one_line_with_no_secret_and_nothing_changed(
+    rewind: Rewind, world: None, state: Callable[[], Any], args: tuple[str, ...], match: str
+) -> None:
+    before = state()
+    for verbose in ([], ["--verbose"]):
+        result = rewind(*verbose, *args)
+        assert "hunter2" not in result.output
+        if not verbose:
+            fails(result, match)
+    assert state() == before
+
+
+def test_catalog_copy_from_a_catalog_that_does_not_exist_creates_none(
+    rewind: Rewind, tmp_path: Path
+) -> None:
+    missing = tmp_path / "a" / "b" / "none.db"
+    fails(rewind("catalog", "copy", f"sqlite:///{missing}", HUGE), "does not exist")
+    assert not (tmp_path / "a").exists()

@@ -17,6 +17,9 @@ it, redacted.
 
 from __future__ import annotations
 
+import io
+import os
+import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
@@ -79,6 +82,9 @@ class RewindGroup(TyperGroup):
             _usage_error(ctx, error)
         except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except BrokenPipeError:  # `rewind ... | head`: the reader left; nothing to say
+            _quiet_stdout()
+            raise typer.Exit(EXIT_ERROR) from None
         except Exception as error:  # a bug: one line, the traceback under --verbose
             _report_bug(ctx, error)
 
@@ -103,6 +109,16 @@ def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
     else:
         render.print_error(error.message)
     raise typer.Exit(EXIT_ERROR) from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit does not raise
+    the broken pipe again (the recipe in Python's signal documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # no real stdout (typer's test runner): nothing will flush it
 
 
 def _report_bug(ctx: typer.Context, error: Exception) -> NoReturn:

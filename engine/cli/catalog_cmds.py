@@ -48,7 +48,7 @@ def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
     state = cli_state(ctx)
     if source == destination:
         raise InvalidArgument(f"source and destination are the same catalog ({source})")
-    src = open_catalog(source)
+    src = open_catalog(source, create=False)  # a copy of nothing is a typo, not a new catalog
     try:
         dst = open_catalog(destination)
         try:

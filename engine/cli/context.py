@@ -192,6 +192,9 @@ _UNITS = {
 }
 
 
+MAX_SIZE = 2**63 - 1
+
+
 def size_arg(text: str, option: str) -> int:
     """Bytes from ``512MiB``, ``2G``, ``1.5GiB`` or a plain number of bytes (units of 1024)."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
@@ -200,4 +203,7 @@ def size_arg(text: str, option: str) -> int:
         raise InvalidArgument(
             f"invalid {option} {text!r}: give a size such as 512MiB, 2GiB or a number of bytes"
         )
-    return int(float(match.group(1)) * _UNITS[unit])
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size > MAX_SIZE:  # what any size Rewind stores or compares can hold (int64)
+        raise InvalidArgument(f"invalid {option} {text!r}: at most {MAX_SIZE} bytes (8 EiB)")
+    return size
