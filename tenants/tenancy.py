@@ -169,7 +169,7 @@ def find_tenant(tx: Tx, ref: str) -> TenantRecord:
         hint = f" (a dropped tenant {name}@{dropped} exists)" if dropped else ""
         close = did_you_mean(name, (str(r["name"]) for r in tenant_rows(tx)))
         raise NotFound(
-            f"tenant {name!r} does not exist{hint} in {tx.catalog.searched}{close}; "
+            f"tenant {name!r} does not exist{close}{hint} in {tx.catalog.searched}; "
             "see `rewind tenant list`"
         )
     return TenantRecord.from_row(row)

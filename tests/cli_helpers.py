@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,16 @@ def ok(result: Result) -> Result:
     """Assert the command succeeded, showing its output if not."""
     assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
     return result
+
+
+def fails(result: Result, match: str) -> str:
+    """Assert one ``error:`` line matching ``match``, exit 1 and no traceback."""
+    assert result.exit_code == 1, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert re.search(match, lines[0]), lines[0]
+    return lines[0]
 
 
 def as_json(result: Result) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 import boto3
 import pytest
-from cli_helpers import as_json, catalog_and_bucket, ok
+from cli_helpers import as_json, catalog_and_bucket, fails, ok
 from lock_helpers import write_lock_held
 from typer.testing import CliRunner, Result
 
@@ -31,16 +31,6 @@ pytestmark = pytest.mark.one_catalog
 
 Rewind = Callable[..., Result]
 YEAR_10000 = ["10000-01-01", "10000-01-01T00:00:00Z", "253402300800000000", "9" * 25]
-
-
-def fails(result: Result, match: str) -> str:
-    """Assert one ``error:`` line matching ``match``, exit 1 and no traceback."""
-    assert result.exit_code == 1, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert re.search(match, lines[0]), lines[0]
-    return lines[0]
 
 
 def write(path: Path, text: str) -> Path:
@@ -103,7 +93,11 @@ def strict_json(text: str) -> Any:
     ids=["query", "ddl", "restore", "snapshot", "backup"],
 )
 def test_time_past_year_9999_is_one_clear_error_and_changes_nothing(
-    rewind: Rewind, world: str, snapshot_state: Callable[[], Any], time: str, command: tuple[str, ...]
+    rewind: Rewind,
+    world: str,
+    snapshot_state: Callable[[], Any],
+    time: str,
+    command: tuple[str, ...],
 ) -> None:
     before = snapshot_state()
     line = fails(rewind(*command, time), r"invalid time '.*': times run from 1970-01-01T00:00:00")
@@ -149,7 +143,12 @@ def test_huge_pitr_window_is_one_clear_error_and_changes_nothing(
     ],
 )
 def test_huge_schedule_setting_is_one_clear_error(
-    rewind: Rewind, world: str, snapshot_state: Callable[[], Any], option: str, value: str, match: str
+    rewind: Rewind,
+    world: str,
+    snapshot_state: Callable[[], Any],
+    option: str,
+    value: str,
+    match: str,
 ) -> None:
     before = snapshot_state()
     base = {"--every": "1d"}
@@ -181,7 +180,10 @@ def test_query_limit_past_the_row_count_shows_every_row(rewind: Rewind, world: s
 
 
 def test_negative_query_limit_is_one_clear_error(rewind: Rewind, world: str) -> None:
-    fails(rewind("query", "acme", world, "--limit", "-1"), r"invalid --limit '-1': give a whole number from 0")
+    fails(
+        rewind("query", "acme", world, "--limit", "-1"),
+        r"invalid --limit '-1': give a whole number from 0",
+    )
 
 
 @pytest.mark.parametrize("threshold", ["nan", "inf", "-0.1", "1.5"])
@@ -217,11 +219,7 @@ def test_csv_text_is_kept_verbatim_and_only_an_unquoted_empty_field_is_null(
 ) -> None:
     path = write(
         tmp_path / "odd.csv",
-        "id,name,score,blob\n"
-        "10,nan,nan,nan\n"
-        "11,NULL,inf,N/A\n"
-        '12,"",-inf,""\n'
-        "13,,,\n",
+        'id,name,score,blob\n10,nan,nan,nan\n11,NULL,inf,N/A\n12,"",-inf,""\n13,,,\n',
     )
     ok(rewind("load", "acme", world, path))
     rows = {r["id"]: r for r in strict_json(ok(rewind("--json", "query", "acme", world)).stdout)}
@@ -255,9 +253,10 @@ def test_delete_counts_only_the_keys_that_were_there(
     assert snapshot_state() == before
 
     one = write(tmp_path / "one.csv", "id\n1\n")
-    assert "deleted 1 key from acme/shop.items: commit ts" in ok(
-        rewind("delete", "acme", world, "--keys", one)
-    ).stdout
+    assert (
+        "deleted 1 key from acme/shop.items: commit ts"
+        in ok(rewind("delete", "acme", world, "--keys", one)).stdout
+    )
     mixed = write(tmp_path / "mixed.csv", "id\n1\n2\n98\n")
     out = ok(rewind("delete", "acme", world, "--keys", mixed)).stdout
     assert "deleted 1 key from acme/shop.items (2 keys given not there)" in out
@@ -309,7 +308,9 @@ def test_backup_list_flags_a_corrupt_manifest_and_lists_the_rest(
     assert "NO (unreadable manifest; delete it)" in result.stdout
     warning = result.stderr.strip().splitlines()
     assert len(warning) == 1 and warning[0].startswith(f"warning: backup {ids[1]}: manifest")
-    fails(rewind("backup", "show", dest, ids[1]), rf"backup {ids[1]}: manifest .* is not valid JSON")
+    fails(
+        rewind("backup", "show", dest, ids[1]), rf"backup {ids[1]}: manifest .* is not valid JSON"
+    )
     # With no --backup, restore picks the newest readable one.
     ok(rewind("backup", "restore", "--from", dest, "--tenant", "again"))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import catalog_and_bucket, items_tenant, ok
+from cli_helpers import catalog_and_bucket, fails, items_tenant, ok
 from typer.testing import Result
 
 from tenants.embedded_s3 import EmbeddedS3
@@ -29,16 +29,6 @@ NOT_ASCII = [
     "٣",
     "３",
 ]  # superscript two; Arabic-Indic and full-width digits, which int() takes
-
-
-def fails(result: Result, match: str) -> str:
-    """Assert one ``error:`` line matching ``match``, exit 1 and no traceback."""
-    assert result.exit_code == 1, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert re.search(match, lines[0]), lines[0]
-    return lines[0]
 
 
 @pytest.fixture
