@@ -390,9 +390,11 @@ class TableStore:
 
 
 def _nothing_there(what: str, warehouse: str | None) -> str:
-    """A read-only open that found nothing: say where it looked, and that it created nothing."""
+    """An open that may not create found nothing: say where it looked, that it
+    created nothing, and how a new deployment starts."""
     where = f" (warehouse {warehouse})" if warehouse else ""
     return (
-        f"{what}{where}; nothing was created, as this only reads: check --catalog and "
-        "--warehouse (or REWIND_CATALOG, REWIND_WAREHOUSE, REWIND_HOME)"
+        f"{what}{where}; nothing was created: check --catalog and --warehouse (or "
+        "REWIND_CATALOG, REWIND_WAREHOUSE, REWIND_HOME); a new deployment starts with "
+        "`rewind tenant create NAME`"
     )

@@ -346,6 +346,7 @@ def test_usage_errors_keep_typers_exit_code_2(rewind: Rewind) -> None:
 
 
 def test_verbose_adds_the_traceback_before_the_message(rewind: Rewind) -> None:
+    ok(rewind("tenant", "create", "acme"))
     result = rewind("--verbose", "tenant", "drop", "ghost", "--yes")
     assert result.exit_code == 1
     assert "Traceback" in result.stderr and "NotFound" in result.stderr
@@ -353,9 +354,10 @@ def test_verbose_adds_the_traceback_before_the_message(rewind: Rewind) -> None:
 
 
 def test_main_entry_point_exits_1_on_a_rewind_error(
-    uris: tuple[str, str], capsys: pytest.CaptureFixture[str]
+    uris: tuple[str, str], s3_server: EmbeddedS3, capsys: pytest.CaptureFixture[str]
 ) -> None:
     catalog, warehouse = uris
+    TableStore.open(catalog, warehouse, s3=s3_server.settings).close()  # a store, no ghost
     with pytest.raises(SystemExit) as exit_info:
         main(["--catalog", catalog, "--warehouse", warehouse, "tenant", "drop", "ghost", "--yes"])
     assert exit_info.value.code == 1

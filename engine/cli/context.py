@@ -23,15 +23,12 @@ from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
 from tenants.times import parse_time, starts_time, time_word
 
-# Commands that only read (or only clean up what exists): run where no store
-# is, they say where they looked instead of creating an empty one there.
-NEVER_CREATE = frozenset(
-    {
-        "query", "objects", "ddl", "history", "storage", "export", "gc",
-        "tenant list", "table list", "snapshot list", "snapshot show", "pitr show",
-        "backup create",
-    }
-)  # fmt: skip
+# The commands that may create a store where none is: the first command of a
+# deployment (`tenant create`) and a restore of a backup into a new one. Any
+# other command needs something that exists (a tenant, a table, a job), so run
+# where no store is (the wrong directory, a typo in --catalog) it says where it
+# looked instead of leaving an empty catalog and warehouse behind.
+MAY_CREATE = frozenset({"tenant create", "backup restore"})
 
 
 @dataclass
@@ -48,12 +45,12 @@ class CliState:
     json: bool = False
     wide: bool = False  # --wide: tables at their natural width (engine.cli.render)
     adopt_warehouse: bool = False  # --adopt-warehouse: take over a warehouse another catalog owns
-    create: bool = True  # False for a command in NEVER_CREATE (set by cli_state)
+    create: bool = True  # False but for a command in MAY_CREATE (set by cli_state)
     _store: TableStore | None = field(default=None, repr=False)
 
     def store(self) -> TableStore:
-        """The store, opened on first use: its catalog created or migrated, unless
-        the command only reads (then a missing one is ``NotFound``, naming both)."""
+        """The store, opened on first use: migrated, and created only for a command
+        in MAY_CREATE (for any other, a missing one is ``NotFound``, naming both)."""
         if self._store is None:
             self._store = TableStore.open(
                 self.catalog_uri,
@@ -95,8 +92,7 @@ def cli_state(ctx: typer.Context) -> CliState:
     while level.parent is not None:  # "rewind tenant list": ["list", "tenant"]
         names.append(level.info_name or "")
         level = level.parent
-    if " ".join(reversed(names)) in NEVER_CREATE:
-        state.create = False
+    state.create = " ".join(reversed(names)) in MAY_CREATE
     return state
 
 
