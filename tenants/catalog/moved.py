@@ -39,7 +39,7 @@ def refuse_if_moved(tx: Tx, uri: str, what: str = "writes") -> None:
     moved = moved_to(tx)
     if moved is not None:
         raise CatalogMoved(
-            f"catalog {uri} was moved to {moved['successor']} by `rewind catalog copy` "
+            f"catalog {uri} was moved to {moved['successor']} by a catalog copy "
             f"at {moved['at']}, and refuses {what}; reads still work. Use the successor: "
             f"--catalog {moved['successor']} (or REWIND_CATALOG)"
         )
