@@ -94,9 +94,12 @@ def pg_catalog_uri() -> Iterator[str]:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def new_pg_catalog_uri(pg_catalog_uri: str) -> Callable[[], str]:
-    """Make a fresh, empty PostgreSQL catalog (a new schema in the run's database)."""
+    """Make a fresh, empty PostgreSQL catalog (a new schema in the run's database).
+
+    Session-scoped, as the maker holds nothing of a test: a module's fixture
+    (the CLI fuzz's world) makes its catalog with it too."""
     import psycopg
 
     def make() -> str:
