@@ -175,6 +175,7 @@ def error_of(result: Result, exit_code: int) -> dict[str, str]:
 
 @pytest.mark.parametrize("where", ["global", "command"])
 def test_an_error_is_one_json_object_on_stdout_with_exit_1(rewind: Rewind, where: str) -> None:
+    ok(rewind("tenant", "create", "acme"))  # a store, without the tenant named below
     args = ["restore-tenant", "ghost", "--snapshot", "mon", "--to", "copy"]
     result = rewind("--json", *args) if where == "global" else rewind(*args, "--json")
     error = error_of(result, 1)
@@ -182,6 +183,7 @@ def test_an_error_is_one_json_object_on_stdout_with_exit_1(rewind: Rewind, where
 
 
 def test_the_text_error_stays_one_line_on_stderr(rewind: Rewind) -> None:
+    ok(rewind("tenant", "create", "acme"))
     result = rewind("restore-tenant", "ghost", "--snapshot", "mon", "--to", "copy")
     assert result.exit_code == 1 and result.stdout == ""
     [line] = result.stderr.strip().splitlines()
