@@ -7,7 +7,8 @@ rendered URI) applies it, rather than each message remembering to.
 
 The rule (docs/promises.md, "Secrets"): ``***`` replaces
 
-* the password of ``scheme://user:password@host`` (the user stays: it helps);
+* the password of ``scheme://user:password@host`` (the user stays: it helps),
+  also without its scheme (``//user:password@host``);
 * the value of a query parameter whose name is secret-like (``?password=``,
   ``&sslpassword=``, ``&token=``, ``&key=``, ``X-Amz-Signature=`` ...);
 * the value of a ``name=value`` or ``'name': 'value'`` pair with such a name
@@ -31,7 +32,9 @@ _WORDS = ("password", "passwd", "pwd", "secret", "token", "credential", "signatu
 _SUFFIXES = ("access_key", "secret_key", "private_key", "api_key", "apikey", "account_key")
 
 # scheme://user:password@ ; the password runs to the last '@' before a '/' or a space.
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*:)[^/\s'\"]*@")
+# The scheme is optional: a message that quotes part of a value (after a split on
+# ':') may show only ``//user:password@host``.
+_USERINFO = re.compile(r"((?:[A-Za-z][A-Za-z0-9+.\-]*:)?//[^:/@\s'\"]*:)[^/\s'\"]*@")
 # name=value (a query parameter, a conninfo or keyword pair) and 'name': 'value'.
 _VALUE = r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s&;,)'"#]*"""
 _ASSIGNED = re.compile(rf"(?<![\w.\-])([A-Za-z_][\w.\-]*)(\s*=\s*)({_VALUE})")

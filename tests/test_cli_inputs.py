@@ -256,3 +256,25 @@ def test_catalog_copy_from_a_catalog_that_does_not_exist_creates_none(
     missing = tmp_path / "a" / "b" / "none.db"
     fails(rewind("catalog", "copy", f"sqlite:///{missing}", HUGE), "does not exist")
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize(
+    "source", ["\x00", "missing-backups"], ids=["nul-source", "no-backups-there"]
+)
+def test_a_backup_restore_that_cannot_find_its_backup_creates_no_store(
+    tmp_path: Path, source: str
+) -> None:
+    """``backup restore`` may create a store (into a new deployment), so it finds
+    the backup first: the fuzz had it create one for ``--from \\x00``."""
+    from typer.testing import CliRunner
+
+    from engine.cli.app import app
+
+    home = tmp_path / "new"
+    where = ["--catalog", f"sqlite:///{home}/c.db", "--warehouse", f"file://{home}/wh"]
+    source = source if source == "\x00" else str(tmp_path / source)
+    result = CliRunner().invoke(
+        app, [*where, "backup", "restore", "--from", source, "--backup", "b1"]
+    )
+    fails(result, "control characters|holds no Rewind backups")
+    assert not home.exists()

@@ -39,6 +39,7 @@ MODES: tuple[list[str], ...] = ([], ["--json"], ["--verbose"])
         ("aws_secret_access_key='hunter2', region='x'", "aws_secret_access_key='***', region='x'"),
         ("{'s3.secret-access-key': 'hunter2', 's3.region': 'x'}", "{'s3.secret-access-key': '***', 's3.region': 'x'}"),
         ("error in 'sqlite:///x.db?sslpassword=hunter2': no", "error in 'sqlite:///x.db?sslpassword=***': no"),
+        ("unsupported column type '//u:hunter2@127.0.0.1:1/x'", "unsupported column type '//u:***@127.0.0.1:1/x'"),
     ],
 )  # fmt: skip
 def test_redact_hides_every_secret_form_and_keeps_the_rest(text: str, shown: str) -> None:

@@ -17,7 +17,7 @@ from engine.backup.api import (
     show_backup,
     verify_backup,
 )
-from engine.backup.destination import BackupEntry
+from engine.backup.destination import BackupEntry, open_destination, read_manifest
 from engine.cli import render
 from engine.cli.choices import BackupKindOption
 from engine.cli.confirm import YesOption, confirm
@@ -214,6 +214,10 @@ def restore(
         if not complete:
             raise NotFound(f"no complete backup at {source}")
         backup_id = complete[-1].backup_id
+    else:
+        # The backup is found before the store is opened: `backup restore` may create
+        # a store, and a bad --from or --backup must leave none behind.
+        read_manifest(open_destination(source, create=False), backup_id)
     record, seconds = restore_backup(
         state.store(), source, backup_id, tenant=tenant, replace=replace
     )
