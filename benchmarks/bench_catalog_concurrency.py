@@ -92,7 +92,9 @@ def _b_ops(store: TableStore, tenant: str, label: str) -> tuple[float, float]:
     return snapshot_s, query_s
 
 
-def latency_case(catalog: CatalogBackend, rows: int, commit_rows: int, samples: int) -> dict[str, Any]:
+def latency_case(
+    catalog: CatalogBackend, rows: int, commit_rows: int, samples: int
+) -> dict[str, Any]:
     with open_store("file", catalog) as store:
         store.create_tenant("a")
         store.create_table("a", DATABASE, "events", EVENTS_SCHEMA)
@@ -162,7 +164,9 @@ def load_worker(catalog_uri: str, warehouse_uri: str, rows: int, commit_rows: in
 # 2. commits per second ------------------------------------------------------------
 
 
-def commits_case(catalog: CatalogBackend, writers: int, shared: bool, seconds: float) -> dict[str, Any]:
+def commits_case(
+    catalog: CatalogBackend, writers: int, shared: bool, seconds: float
+) -> dict[str, Any]:
     with open_store("file", catalog) as store:
         tenants = ["shared"] if shared else [f"w{i}" for i in range(writers)]
         for tenant in tenants:
@@ -213,7 +217,9 @@ def commit_worker(
 ) -> None:
     store = TableStore.open(catalog_uri, warehouse_uri)
     rng = np.random.default_rng(index)
-    batches = [make_rows(np.arange(k, k + 10) + index * 10_000_000, rng) for k in range(0, 2000, 10)]
+    batches = [
+        make_rows(np.arange(k, k + 10) + index * 10_000_000, rng) for k in range(0, 2000, 10)
+    ]
     late = time.time() > start_at
     time.sleep(max(0.0, start_at - time.time()))
     latencies = []
@@ -290,7 +296,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
     parser.add_argument("--only", choices=("latency", "commits", "restore"), action="append")
     parser.add_argument("--catalogs", default=",".join(CATALOG_BACKENDS))
-    parser.add_argument("--name", help="result file name (default bench_catalog_concurrency[_quick])")
+    parser.add_argument(
+        "--name", help="result file name (default bench_catalog_concurrency[_quick])"
+    )
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 

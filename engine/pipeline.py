@@ -75,7 +75,6 @@ def check_method(method: str) -> Method:
     return method  # type: ignore[return-value]
 
 
-
 @dataclass(frozen=True)
 class SchemaVersionPlan:
     valid_from_ts: int
@@ -275,7 +274,6 @@ def classify(record: ObjectRecord, at_ts: int) -> Action:
     if record.min_ts > at_ts:
         return "skip"
     return "rewrite"
-
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
         return ""
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)"
 
+
 # Ids that become object keys. Each kind has its own validator so the error
 # names what was wrong; all share one shape: letters, digits, '_' and '-', so
 # no id can hold a '/', a '\', a '.', a '%' escape or a NUL, and none can

@@ -142,7 +142,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("one_catalog") is None:
         return
     pinned = any(
-        "new_catalog_uri" in mark.args[0] for mark in metafunc.definition.iter_markers("parametrize")
+        "new_catalog_uri" in mark.args[0]
+        for mark in metafunc.definition.iter_markers("parametrize")
     )
     if not pinned:  # as a mark, which pytest's own hooks (run after this one) honour
         metafunc.definition.add_marker(

@@ -100,9 +100,7 @@ def planned_with_members(
 
 def pins_of(store: TableStore, job_id: str) -> list[dict]:
     """What a job holds against GC: its object pins and its bases not yet a table's."""
-    return catalog_rows(
-        store, "SELECT * FROM job_pins WHERE job_id = ?", (job_id,)
-    ) + catalog_rows(
+    return catalog_rows(store, "SELECT * FROM job_pins WHERE job_id = ?", (job_id,)) + catalog_rows(
         store,
         "SELECT * FROM membership_bases WHERE job_id = ? AND table_id NOT IN (SELECT id FROM tables)",
         (job_id,),

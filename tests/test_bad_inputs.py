@@ -99,7 +99,12 @@ def state(world: World) -> State:
 def world(store: TableStore, bucket: str, s3_server: EmbeddedS3) -> World:
     store.create_tenant("acme")
     store.create_table("acme", "db", "orders", SCHEMA)
-    store.write("acme", "db", "orders", upserts=rows(id=[1, 2], region=["eu", "us"], amount=[1.0, None], qty=[1, 2]))
+    store.write(
+        "acme",
+        "db",
+        "orders",
+        upserts=rows(id=[1, 2], region=["eu", "us"], amount=[1.0, None], qty=[1, 2]),
+    )
     store.write("acme", "db", "orders", deletes=keys(id=[2], region=["us"]))
     store.create_tenant("gone")
     store.create_table("gone", "db", "orders", SCHEMA)
@@ -117,95 +122,448 @@ def write(tenant: str = "acme", database: str = "db", table: str = "orders", **k
 
 CASES: list[tuple[str, Call, type[RewindError], str]] = [
     # names
-    ("tenant-uppercase", lambda w: w.store.create_tenant("Acme"), InvalidName, r"invalid tenant name 'Acme'"),
+    (
+        "tenant-uppercase",
+        lambda w: w.store.create_tenant("Acme"),
+        InvalidName,
+        r"invalid tenant name 'Acme'",
+    ),
     ("tenant-empty", lambda w: w.store.create_tenant(""), InvalidName, r"invalid tenant name ''"),
-    ("tenant-digit-first", lambda w: w.store.create_tenant("9lives"), InvalidName, r"invalid tenant name"),
+    (
+        "tenant-digit-first",
+        lambda w: w.store.create_tenant("9lives"),
+        InvalidName,
+        r"invalid tenant name",
+    ),
     ("tenant-too-long", lambda w: w.store.create_tenant("a" * 64), InvalidName, r"1-63 characters"),
-    ("tenant-slash", lambda w: w.store.create_tenant("acme/../x"), InvalidName, r"invalid tenant name"),
-    ("tenant-at", lambda w: w.store.create_tenant("new@x"), InvalidName, r"invalid tenant name 'new@x'"),
-    ("database-digit-first", lambda w: w.store.create_table("acme", "1db", "t", SCHEMA), InvalidName, r"invalid database name '1db'"),
-    ("table-dash", lambda w: w.store.create_table("acme", "db", "bad-table", SCHEMA), InvalidName, r"invalid table name 'bad-table'"),
-    ("table-too-long", lambda w: w.store.create_table("acme", "db", "t" * 129, SCHEMA), InvalidName, r"1-128 characters"),
-    ("column-space", lambda w: TableSchema.of([("bad col", "int64")], ["bad col"]), InvalidName, r"invalid column name 'bad col'"),
-    ("column-reserved", lambda w: TableSchema.of([("k", "int64"), ("__ts", "int64")], ["k"]), InvalidName, r"reserved"),
-    ("write-table-dot", write(table="or.ders", upserts=rows()), InvalidName, r"invalid table name 'or.ders'"),
-    ("write-database-space", write(database="d b", upserts=rows()), InvalidName, r"invalid database name 'd b'"),
-    ("write-tenant-uppercase", write(tenant="ACME", upserts=rows()), InvalidName, r"invalid tenant name 'ACME'"),
-    ("read-table-name", lambda w: w.store.read("acme", "db", "x;drop"), InvalidName, r"invalid table name"),
+    (
+        "tenant-slash",
+        lambda w: w.store.create_tenant("acme/../x"),
+        InvalidName,
+        r"invalid tenant name",
+    ),
+    (
+        "tenant-at",
+        lambda w: w.store.create_tenant("new@x"),
+        InvalidName,
+        r"invalid tenant name 'new@x'",
+    ),
+    (
+        "database-digit-first",
+        lambda w: w.store.create_table("acme", "1db", "t", SCHEMA),
+        InvalidName,
+        r"invalid database name '1db'",
+    ),
+    (
+        "table-dash",
+        lambda w: w.store.create_table("acme", "db", "bad-table", SCHEMA),
+        InvalidName,
+        r"invalid table name 'bad-table'",
+    ),
+    (
+        "table-too-long",
+        lambda w: w.store.create_table("acme", "db", "t" * 129, SCHEMA),
+        InvalidName,
+        r"1-128 characters",
+    ),
+    (
+        "column-space",
+        lambda w: TableSchema.of([("bad col", "int64")], ["bad col"]),
+        InvalidName,
+        r"invalid column name 'bad col'",
+    ),
+    (
+        "column-reserved",
+        lambda w: TableSchema.of([("k", "int64"), ("__ts", "int64")], ["k"]),
+        InvalidName,
+        r"reserved",
+    ),
+    (
+        "write-table-dot",
+        write(table="or.ders", upserts=rows()),
+        InvalidName,
+        r"invalid table name 'or.ders'",
+    ),
+    (
+        "write-database-space",
+        write(database="d b", upserts=rows()),
+        InvalidName,
+        r"invalid database name 'd b'",
+    ),
+    (
+        "write-tenant-uppercase",
+        write(tenant="ACME", upserts=rows()),
+        InvalidName,
+        r"invalid tenant name 'ACME'",
+    ),
+    (
+        "read-table-name",
+        lambda w: w.store.read("acme", "db", "x;drop"),
+        InvalidName,
+        r"invalid table name",
+    ),
     # missing things
-    ("write-unknown-tenant", write(tenant="nobody", upserts=rows()), NotFound, r"tenant 'nobody' does not exist"),
-    ("write-unknown-table", write(table="nothere", upserts=rows()), NotFound, r"table db\.nothere does not exist"),
-    ("write-unknown-database", write(database="nodb", upserts=rows()), NotFound, r"table nodb\.orders does not exist"),
-    ("read-unknown-table", lambda w: w.store.read("acme", "db", "nothere"), NotFound, r"table db\.nothere does not exist"),
-    ("create-table-unknown-tenant", lambda w: w.store.create_table("nobody", "db", "t", SCHEMA), NotFound, r"tenant 'nobody' does not exist"),
-    ("drop-unknown-tenant", lambda w: w.store.drop_tenant("nobody"), NotFound, r"tenant 'nobody' does not exist"),
-    ("drop-unknown-table", lambda w: w.store.drop_table("acme", "db", "nothere"), NotFound, r"table db\.nothere does not exist"),
-    ("compact-unknown-tenant", lambda w: w.store.compact("nobody"), NotFound, r"tenant 'nobody' does not exist"),
-    ("compact-unknown-table", lambda w: w.store.compact("acme", "db", "nothere"), NotFound, r"table db\.nothere does not exist"),
+    (
+        "write-unknown-tenant",
+        write(tenant="nobody", upserts=rows()),
+        NotFound,
+        r"tenant 'nobody' does not exist",
+    ),
+    (
+        "write-unknown-table",
+        write(table="nothere", upserts=rows()),
+        NotFound,
+        r"table db\.nothere does not exist",
+    ),
+    (
+        "write-unknown-database",
+        write(database="nodb", upserts=rows()),
+        NotFound,
+        r"table nodb\.orders does not exist",
+    ),
+    (
+        "read-unknown-table",
+        lambda w: w.store.read("acme", "db", "nothere"),
+        NotFound,
+        r"table db\.nothere does not exist",
+    ),
+    (
+        "create-table-unknown-tenant",
+        lambda w: w.store.create_table("nobody", "db", "t", SCHEMA),
+        NotFound,
+        r"tenant 'nobody' does not exist",
+    ),
+    (
+        "drop-unknown-tenant",
+        lambda w: w.store.drop_tenant("nobody"),
+        NotFound,
+        r"tenant 'nobody' does not exist",
+    ),
+    (
+        "drop-unknown-table",
+        lambda w: w.store.drop_table("acme", "db", "nothere"),
+        NotFound,
+        r"table db\.nothere does not exist",
+    ),
+    (
+        "compact-unknown-tenant",
+        lambda w: w.store.compact("nobody"),
+        NotFound,
+        r"tenant 'nobody' does not exist",
+    ),
+    (
+        "compact-unknown-table",
+        lambda w: w.store.compact("acme", "db", "nothere"),
+        NotFound,
+        r"table db\.nothere does not exist",
+    ),
     # duplicates
-    ("duplicate-tenant", lambda w: w.store.create_tenant("acme"), AlreadyExists, r"tenant 'acme' already exists"),
-    ("duplicate-table", lambda w: w.store.create_table("acme", "db", "orders", SCHEMA), AlreadyExists, r"table db\.orders already exists"),
+    (
+        "duplicate-tenant",
+        lambda w: w.store.create_tenant("acme"),
+        AlreadyExists,
+        r"tenant 'acme' already exists",
+    ),
+    (
+        "duplicate-table",
+        lambda w: w.store.create_table("acme", "db", "orders", SCHEMA),
+        AlreadyExists,
+        r"table db\.orders already exists",
+    ),
     # batches that do not fit the schema
     ("missing-column", write(upserts=rows(qty=None)), SchemaMismatch, r"missing columns \['qty'\]"),
-    ("extra-column", write(upserts=rows(bonus=[1])), SchemaMismatch, r"unexpected columns \['bonus'\]"),
-    ("uncastable-string", write(upserts=rows(qty=["many"])), SchemaMismatch, r"column 'qty' .* cannot be stored as int32"),
-    ("out-of-range", write(upserts=rows(qty=[2**40])), SchemaMismatch, r"column 'qty' .* cannot be stored as int32"),
-    ("fractional-int", write(upserts=rows(qty=[1.5])), SchemaMismatch, r"column 'qty' .* cannot be stored as int32"),
-    ("nested-value", write(upserts=rows(amount=[[1.0]])), SchemaMismatch, r"column 'amount' .* cannot be stored as double"),
-    ("null-in-not-null", write(upserts=rows(qty=[None])), SchemaMismatch, r"column 'qty' .* NOT NULL"),
-    ("delete-extra-column", write(deletes=keys(qty=[1])), SchemaMismatch, r"exactly the key columns"),
-    ("delete-missing-key-column", write(deletes=keys(region=None)), SchemaMismatch, r"exactly the key columns"),
-    ("delete-uncastable-key", write(deletes=keys(id=["x"])), SchemaMismatch, r"column 'id' .* cannot be stored as int64"),
+    (
+        "extra-column",
+        write(upserts=rows(bonus=[1])),
+        SchemaMismatch,
+        r"unexpected columns \['bonus'\]",
+    ),
+    (
+        "uncastable-string",
+        write(upserts=rows(qty=["many"])),
+        SchemaMismatch,
+        r"column 'qty' .* cannot be stored as int32",
+    ),
+    (
+        "out-of-range",
+        write(upserts=rows(qty=[2**40])),
+        SchemaMismatch,
+        r"column 'qty' .* cannot be stored as int32",
+    ),
+    (
+        "fractional-int",
+        write(upserts=rows(qty=[1.5])),
+        SchemaMismatch,
+        r"column 'qty' .* cannot be stored as int32",
+    ),
+    (
+        "nested-value",
+        write(upserts=rows(amount=[[1.0]])),
+        SchemaMismatch,
+        r"column 'amount' .* cannot be stored as double",
+    ),
+    (
+        "null-in-not-null",
+        write(upserts=rows(qty=[None])),
+        SchemaMismatch,
+        r"column 'qty' .* NOT NULL",
+    ),
+    (
+        "delete-extra-column",
+        write(deletes=keys(qty=[1])),
+        SchemaMismatch,
+        r"exactly the key columns",
+    ),
+    (
+        "delete-missing-key-column",
+        write(deletes=keys(region=None)),
+        SchemaMismatch,
+        r"exactly the key columns",
+    ),
+    (
+        "delete-uncastable-key",
+        write(deletes=keys(id=["x"])),
+        SchemaMismatch,
+        r"column 'id' .* cannot be stored as int64",
+    ),
     # A valid upsert with an invalid delete in the same commit: the upsert is not written either.
-    ("good-upsert-bad-delete", write(upserts=rows(id=[9]), deletes=keys(id=["x"])), SchemaMismatch, r"cannot be stored as int64"),
+    (
+        "good-upsert-bad-delete",
+        write(upserts=rows(id=[9]), deletes=keys(id=["x"])),
+        SchemaMismatch,
+        r"cannot be stored as int64",
+    ),
     # keys
     ("null-key-upsert", write(upserts=rows(id=[None])), KeyViolation, r"null in key column 'id'"),
-    ("null-key-delete", write(deletes=keys(region=[None])), KeyViolation, r"null in key column 'region'"),
-    ("duplicate-key-upsert", write(upserts=rows(id=[1, 1], region=["eu", "eu"], amount=[1.0, 2.0], qty=[1, 2])), KeyViolation, r"duplicate key"),
-    ("duplicate-key-delete", write(deletes=keys(id=[3, 3], region=["us", "us"])), KeyViolation, r"duplicate key"),
-    ("good-delete-duplicate-upsert", write(upserts=rows(id=[5, 5], region=["a", "a"], amount=[1.0, 2.0], qty=[1, 2]), deletes=keys()), KeyViolation, r"duplicate key"),
+    (
+        "null-key-delete",
+        write(deletes=keys(region=[None])),
+        KeyViolation,
+        r"null in key column 'region'",
+    ),
+    (
+        "duplicate-key-upsert",
+        write(upserts=rows(id=[1, 1], region=["eu", "eu"], amount=[1.0, 2.0], qty=[1, 2])),
+        KeyViolation,
+        r"duplicate key",
+    ),
+    (
+        "duplicate-key-delete",
+        write(deletes=keys(id=[3, 3], region=["us", "us"])),
+        KeyViolation,
+        r"duplicate key",
+    ),
+    (
+        "good-delete-duplicate-upsert",
+        write(
+            upserts=rows(id=[5, 5], region=["a", "a"], amount=[1.0, 2.0], qty=[1, 2]),
+            deletes=keys(),
+        ),
+        KeyViolation,
+        r"duplicate key",
+    ),
     # dropped tenants
-    ("write-dropped-by-id", lambda w: w.store.write(w.gone_ref, "db", "orders", upserts=rows()), TenantDropped, r"was dropped"),
-    ("write-dropped-by-name", write(tenant="gone", upserts=rows()), NotFound, r"tenant 'gone' does not exist \(a dropped tenant gone@"),
-    ("create-table-dropped", lambda w: w.store.create_table(w.gone_ref, "db", "t2", SCHEMA), TenantDropped, r"was dropped"),
+    (
+        "write-dropped-by-id",
+        lambda w: w.store.write(w.gone_ref, "db", "orders", upserts=rows()),
+        TenantDropped,
+        r"was dropped",
+    ),
+    (
+        "write-dropped-by-name",
+        write(tenant="gone", upserts=rows()),
+        NotFound,
+        r"tenant 'gone' does not exist \(a dropped tenant gone@",
+    ),
+    (
+        "create-table-dropped",
+        lambda w: w.store.create_table(w.gone_ref, "db", "t2", SCHEMA),
+        TenantDropped,
+        r"was dropped",
+    ),
     ("compact-dropped", lambda w: w.store.compact(w.gone_ref), TenantDropped, r"was dropped"),
     ("drop-dropped", lambda w: w.store.drop_tenant(w.gone_ref), TenantDropped, r"was dropped"),
     # malformed arguments
     ("empty-write", write(), InvalidArgument, r"nothing to write to db\.orders"),
     ("zero-row-upserts", write(upserts=rows().slice(0, 0)), InvalidArgument, r"nothing to write"),
-    ("zero-row-both", write(upserts=rows().slice(0, 0), deletes=keys().slice(0, 0)), InvalidArgument, r"nothing to write"),
-    ("bad-tenant-id", write(tenant="acme@not-an-id!", upserts=rows()), InvalidArgument, r"invalid tenant id"),
-    ("unsupported-type", lambda w: TableSchema.of([("k", "int64"), ("v", "varchar2")], ["k"]), InvalidArgument, r"unsupported column type 'varchar2'"),
-    ("read-in-the-future", lambda w: w.store.read("acme", "db", "orders", w.store.now() + 10**12), InvalidArgument, r"in the future"),
-    ("read-unprotected-time", lambda w: w.store.read("acme", "db", "orders", 1), UnprotectedTime, r"is not protected"),
+    (
+        "zero-row-both",
+        write(upserts=rows().slice(0, 0), deletes=keys().slice(0, 0)),
+        InvalidArgument,
+        r"nothing to write",
+    ),
+    (
+        "bad-tenant-id",
+        write(tenant="acme@not-an-id!", upserts=rows()),
+        InvalidArgument,
+        r"invalid tenant id",
+    ),
+    (
+        "unsupported-type",
+        lambda w: TableSchema.of([("k", "int64"), ("v", "varchar2")], ["k"]),
+        InvalidArgument,
+        r"unsupported column type 'varchar2'",
+    ),
+    (
+        "read-in-the-future",
+        lambda w: w.store.read("acme", "db", "orders", w.store.now() + 10**12),
+        InvalidArgument,
+        r"in the future",
+    ),
+    (
+        "read-unprotected-time",
+        lambda w: w.store.read("acme", "db", "orders", 1),
+        UnprotectedTime,
+        r"is not protected",
+    ),
     # times past year 9999 (or past int64) and garbage, wherever a time is parsed
-    ("read-year-10000-iso", lambda w: w.store.read("acme", "db", "orders", "10000-01-01"), InvalidArgument, r"times run from .* to 9999-12-31"),
-    ("read-year-10000-ts", lambda w: w.store.read("acme", "db", "orders", "253402300800000000"), InvalidArgument, r"times run from"),
-    ("read-year-10000-int", lambda w: w.store.read("acme", "db", "orders", 253402300800000000), InvalidArgument, r"times run from"),
-    ("read-past-int64", lambda w: w.store.read("acme", "db", "orders", 2**64), InvalidArgument, r"times run from"),
-    ("read-offset-past-9999", lambda w: w.store.read("acme", "db", "orders", "9999-12-31T23:59:59-01:00"), InvalidArgument, r"times run from"),
-    ("read-garbage-time", lambda w: w.store.read("acme", "db", "orders", "g@"), InvalidArgument, r"invalid time or snapshot 'g@': use a snapshot name, an ISO-8601"),
-    ("resolve-past-int64-text", lambda w: w.store.resolve_time("acme", "9" * 30), InvalidArgument, r"times run from"),
-    ("snapshot-at-year-10000", lambda w: w.store.create_snapshot("acme", "later", at="10000-01-01T00:00:00Z"), InvalidArgument, r"times run from"),
-    ("snapshot-at-past-int64", lambda w: w.store.create_snapshot("acme", "later", at=2**70), InvalidArgument, r"times run from"),
-    ("tables-as-of-year-10000", lambda w: w.store.tables("acme", as_of=253402300800000000), InvalidArgument, r"times run from"),
+    (
+        "read-year-10000-iso",
+        lambda w: w.store.read("acme", "db", "orders", "10000-01-01"),
+        InvalidArgument,
+        r"times run from .* to 9999-12-31",
+    ),
+    (
+        "read-year-10000-ts",
+        lambda w: w.store.read("acme", "db", "orders", "253402300800000000"),
+        InvalidArgument,
+        r"times run from",
+    ),
+    (
+        "read-year-10000-int",
+        lambda w: w.store.read("acme", "db", "orders", 253402300800000000),
+        InvalidArgument,
+        r"times run from",
+    ),
+    (
+        "read-past-int64",
+        lambda w: w.store.read("acme", "db", "orders", 2**64),
+        InvalidArgument,
+        r"times run from",
+    ),
+    (
+        "read-offset-past-9999",
+        lambda w: w.store.read("acme", "db", "orders", "9999-12-31T23:59:59-01:00"),
+        InvalidArgument,
+        r"times run from",
+    ),
+    (
+        "read-garbage-time",
+        lambda w: w.store.read("acme", "db", "orders", "g@"),
+        InvalidArgument,
+        r"invalid time or snapshot 'g@': use a snapshot name, an ISO-8601",
+    ),
+    (
+        "resolve-past-int64-text",
+        lambda w: w.store.resolve_time("acme", "9" * 30),
+        InvalidArgument,
+        r"times run from",
+    ),
+    (
+        "snapshot-at-year-10000",
+        lambda w: w.store.create_snapshot("acme", "later", at="10000-01-01T00:00:00Z"),
+        InvalidArgument,
+        r"times run from",
+    ),
+    (
+        "snapshot-at-past-int64",
+        lambda w: w.store.create_snapshot("acme", "later", at=2**70),
+        InvalidArgument,
+        r"times run from",
+    ),
+    (
+        "tables-as-of-year-10000",
+        lambda w: w.store.tables("acme", as_of=253402300800000000),
+        InvalidArgument,
+        r"times run from",
+    ),
     # durations and counts that would overflow SQLite's int64 (or mean nothing)
-    ("pitr-window-huge", lambda w: w.store.set_pitr("acme", 2**70), InvalidArgument, r"at most 365000d"),
-    ("pitr-window-past-1000-years", lambda w: w.store.set_pitr("acme", 365_001 * 86_400_000_000), InvalidArgument, r"at most 365000d"),
-    ("schedule-interval-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=2**70), InvalidArgument, r"at most 365000d"),
-    ("schedule-retain-age-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_age_us=2**70), InvalidArgument, r"at most 365000d"),
-    ("schedule-retain-count-huge", lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_count=2**70), InvalidArgument, r"retain count must be at most 1,000,000"),
-    ("compact-target-zero", lambda w: w.store.compact("acme", target_bytes=0), InvalidArgument, r"invalid compaction target 0 bytes"),
-    ("compact-target-negative", lambda w: w.store.compact("acme", target_bytes=-1), InvalidArgument, r"invalid compaction target"),
-    ("compact-target-huge", lambda w: w.store.compact("acme", target_bytes=2**70), InvalidArgument, r"invalid compaction target"),
-    ("compact-target-inf", lambda w: w.store.compact("acme", target_bytes=float("inf")), InvalidArgument, r"invalid compaction target inf"),  # type: ignore[arg-type]
+    (
+        "pitr-window-huge",
+        lambda w: w.store.set_pitr("acme", 2**70),
+        InvalidArgument,
+        r"at most 365000d",
+    ),
+    (
+        "pitr-window-past-1000-years",
+        lambda w: w.store.set_pitr("acme", 365_001 * 86_400_000_000),
+        InvalidArgument,
+        r"at most 365000d",
+    ),
+    (
+        "schedule-interval-huge",
+        lambda w: w.store.set_schedule("acme", first_at_us=0, interval_us=2**70),
+        InvalidArgument,
+        r"at most 365000d",
+    ),
+    (
+        "schedule-retain-age-huge",
+        lambda w: w.store.set_schedule(
+            "acme", first_at_us=0, interval_us=3_600_000_000, retain_age_us=2**70
+        ),
+        InvalidArgument,
+        r"at most 365000d",
+    ),
+    (
+        "schedule-retain-count-huge",
+        lambda w: w.store.set_schedule(
+            "acme", first_at_us=0, interval_us=3_600_000_000, retain_count=2**70
+        ),
+        InvalidArgument,
+        r"retain count must be at most 1,000,000",
+    ),
+    (
+        "compact-target-zero",
+        lambda w: w.store.compact("acme", target_bytes=0),
+        InvalidArgument,
+        r"invalid compaction target 0 bytes",
+    ),
+    (
+        "compact-target-negative",
+        lambda w: w.store.compact("acme", target_bytes=-1),
+        InvalidArgument,
+        r"invalid compaction target",
+    ),
+    (
+        "compact-target-huge",
+        lambda w: w.store.compact("acme", target_bytes=2**70),
+        InvalidArgument,
+        r"invalid compaction target",
+    ),
+    (
+        "compact-target-inf",
+        lambda w: w.store.compact("acme", target_bytes=float("inf")),
+        InvalidArgument,
+        r"invalid compaction target inf",
+    ),  # type: ignore[arg-type]
     # a column named twice: which one is the value? (a KeyError from Arrow before)
-    ("duplicate-column-upsert", write(upserts=pa.Table.from_arrays([pa.array([1]), pa.array(["eu"]), pa.array([1.0]), pa.array([2]), pa.array([3])], names=["id", "region", "amount", "qty", "qty"])), SchemaMismatch, r"column\(s\) \['qty'\] more than once"),
-    ("duplicate-key-column-delete", write(deletes=pa.Table.from_arrays([pa.array([1]), pa.array([1]), pa.array(["eu"])], names=["id", "id", "region"])), SchemaMismatch, r"column\(s\) \['id'\] more than once"),
+    (
+        "duplicate-column-upsert",
+        write(
+            upserts=pa.Table.from_arrays(
+                [pa.array([1]), pa.array(["eu"]), pa.array([1.0]), pa.array([2]), pa.array([3])],
+                names=["id", "region", "amount", "qty", "qty"],
+            )
+        ),
+        SchemaMismatch,
+        r"column\(s\) \['qty'\] more than once",
+    ),
+    (
+        "duplicate-key-column-delete",
+        write(
+            deletes=pa.Table.from_arrays(
+                [pa.array([1]), pa.array([1]), pa.array(["eu"])], names=["id", "id", "region"]
+            )
+        ),
+        SchemaMismatch,
+        r"column\(s\) \['id'\] more than once",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "match"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("call", "error", "match"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_bad_input_raises_a_specific_error_and_changes_nothing(
     world: World, call: Call, error: type[RewindError], match: str
 ) -> None:
@@ -229,12 +587,18 @@ def test_state_snapshot_sees_a_successful_write(world: World) -> None:
 
 def test_a_key_differing_in_one_part_is_not_a_duplicate(world: World) -> None:
     result = world.store.write(
-        "acme", "db", "orders",
+        "acme",
+        "db",
+        "orders",
         upserts=rows(id=[4, 4], region=["eu", "us"], amount=[1.0, 2.0], qty=[1, 2]),
     )
     assert result.upserted == 2
-    assert [(r["id"], r["region"]) for r in world.store.read("acme", "db", "orders").to_pylist()] == [
-        (1, "eu"), (4, "eu"), (4, "us"),
+    assert [
+        (r["id"], r["region"]) for r in world.store.read("acme", "db", "orders").to_pylist()
+    ] == [
+        (1, "eu"),
+        (4, "eu"),
+        (4, "us"),
     ]
 
 
@@ -260,15 +624,15 @@ BAD_WAREHOUSE_URIS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("uri", "match"), BAD_CATALOG_URIS, ids=[u for u, _ in BAD_CATALOG_URIS]
-)
+@pytest.mark.parametrize(("uri", "match"), BAD_CATALOG_URIS, ids=[u for u, _ in BAD_CATALOG_URIS])
 def test_malformed_catalog_uri_is_refused_and_creates_nothing(
     uri: str, match: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sub").mkdir()
-    with pytest.raises(InvalidArgument, match=rf"invalid catalog .*{match}.*sqlite:///relative/path"):
+    with pytest.raises(
+        InvalidArgument, match=rf"invalid catalog .*{match}.*sqlite:///relative/path"
+    ):
         TableStore.open(uri, f"file://{tmp_path / 'wh'}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]
 
@@ -280,7 +644,9 @@ def test_malformed_warehouse_uri_is_refused_before_the_catalog_is_created(
     uri: str, match: str, tmp_path: Path
 ) -> None:
     catalog = tmp_path / "catalog.db"
-    with pytest.raises(InvalidArgument, match=rf"invalid warehouse .*{match}.*file:///absolute/path"):
+    with pytest.raises(
+        InvalidArgument, match=rf"invalid warehouse .*{match}.*file:///absolute/path"
+    ):
         TableStore.open(f"sqlite:///{catalog}", uri)
     assert not catalog.exists()
 
@@ -306,13 +672,18 @@ def test_deleting_only_absent_keys_writes_nothing_and_counts_zero(world: World) 
 
 def test_delete_count_is_the_keys_that_were_there(world: World) -> None:
     result = world.store.write(
-        "acme", "db", "orders", deletes=keys(id=[1, 2, 99], region=["eu", "us", "eu"]), only_present=True
+        "acme",
+        "db",
+        "orders",
+        deletes=keys(id=[1, 2, 99], region=["eu", "us", "eu"]),
+        only_present=True,
     )
     assert result.deleted == 1 and len(result.object_ids) == 1
     assert world.store.read("acme", "db", "orders").num_rows == 0
 
 
 # a busy catalog: one clear, retryable error naming the holder; readers never wait
+
 
 @pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's file lock
 def test_busy_catalog_raises_catalog_busy_naming_the_holder_and_changes_nothing(
@@ -323,10 +694,14 @@ def test_busy_catalog_raises_catalog_busy_naming_the_holder_and_changes_nothing(
     path = world.store.catalog.uri[len("sqlite:///") :]
     with write_lock_held(path) as pid:
         # Opening an up-to-date catalog and reading never wait for the writer.
-        second = TableStore.open(world.store.catalog.uri, f"s3://{world.bucket}/warehouse", s3=world.s3.settings)
+        second = TableStore.open(
+            world.store.catalog.uri, f"s3://{world.bucket}/warehouse", s3=world.s3.settings
+        )
         try:
             assert second.read("acme", "db", "orders").num_rows == 1
-            with pytest.raises(CatalogBusy, match=rf"busy, retry: its write lock is held by pid {pid} on ") as raised:
+            with pytest.raises(
+                CatalogBusy, match=rf"busy, retry: its write lock is held by pid {pid} on "
+            ) as raised:
                 second.write("acme", "db", "orders", upserts=rows(id=[8]))
         finally:
             second.close()

@@ -73,7 +73,9 @@ def test_commit_ts_is_allocated_once_per_transaction(store: TableStore, clock: M
     assert store.now() == first
 
 
-def test_rolled_back_transaction_does_not_advance_the_clock(store: TableStore, clock: ManualClock) -> None:
+def test_rolled_back_transaction_does_not_advance_the_clock(
+    store: TableStore, clock: ManualClock
+) -> None:
     store.create_tenant("acme")
     store.create_table("acme", "db", "t", SCHEMA)
     last = store.now()
@@ -237,7 +239,10 @@ def test_older_catalog_migrates_to_latest_keeping_its_data(
                 assert pins == ([("j0b", "", "0bj", "legacy")] if version < 6 else [])
     finally:
         catalog.close()
-    assert meta(old) == {"schema_version": str(LATEST_VERSION), "ddl_fingerprint": ddl_fingerprint(LATEST_VERSION)}
+    assert meta(old) == {
+        "schema_version": str(LATEST_VERSION),
+        "ddl_fingerprint": ddl_fingerprint(LATEST_VERSION),
+    }
     assert ddl(old) == ddl(fresh)
 
     # Reopening a migrated catalog changes nothing.
@@ -259,17 +264,24 @@ def test_reopening_a_catalog_keeps_its_clock_and_data(
     reopened = TableStore.open(uri, f"file://{tmp_path / 'wh'}")
     try:
         assert reopened.now() == ts
-        assert reopened.read("acme", "db", "t").to_pylist() == [{"k": 1, "v": "v1"}, {"k": 2, "v": "v2"}]
+        assert reopened.read("acme", "db", "t").to_pylist() == [
+            {"k": 1, "v": "v1"},
+            {"k": 2, "v": "v2"},
+        ]
     finally:
         reopened.close()
 
 
-def test_catalog_from_a_newer_rewind_is_refused_untouched(new_catalog_uri: Callable[[], str]) -> None:
+def test_catalog_from_a_newer_rewind_is_refused_untouched(
+    new_catalog_uri: Callable[[], str],
+) -> None:
     uri = new_catalog_uri()
     open_catalog(uri).close()
     set_meta(uri, "schema_version", str(LATEST_VERSION + 1))
     before = ddl(uri)
-    with pytest.raises(CatalogVersionError, match=rf"schema version {LATEST_VERSION + 1}.*upgrade Rewind"):
+    with pytest.raises(
+        CatalogVersionError, match=rf"schema version {LATEST_VERSION + 1}.*upgrade Rewind"
+    ):
         open_catalog(uri)
     assert meta(uri)["schema_version"] == str(LATEST_VERSION + 1)
     assert ddl(uri) == before
@@ -283,7 +295,9 @@ def test_catalog_with_a_tampered_ddl_fingerprint_is_refused_untouched(
     build_catalog_at(uri, version)
     set_meta(uri, "ddl_fingerprint", "0" * 64)
     before = ddl(uri)
-    with pytest.raises(CatalogVersionError, match=rf"schema version {version} has DDL fingerprint 0{{64}}"):
+    with pytest.raises(
+        CatalogVersionError, match=rf"schema version {version} has DDL fingerprint 0{{64}}"
+    ):
         open_catalog(uri)
     assert ddl(uri) == before
     assert meta(uri) == {"schema_version": str(version), "ddl_fingerprint": "0" * 64}

@@ -73,9 +73,13 @@ def test_restore_planning_reads_only_the_members_after_s_through_one_index_range
 
 
 @pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
-def test_an_earlier_jobs_install_joins_reused_objects_from_the_pins_primary_key(store: TableStore) -> None:
+def test_an_earlier_jobs_install_joins_reused_objects_from_the_pins_primary_key(
+    store: TableStore,
+) -> None:
     plan = query_plan(
         store, lambda tx, table, ts: install_reused_members(tx, JOB, table, "n" * 32, ts)
     )
-    assert any(step.startswith("SEARCH p USING INDEX sqlite_autoindex_job_pins") for step in plan), plan
+    assert any(
+        step.startswith("SEARCH p USING INDEX sqlite_autoindex_job_pins") for step in plan
+    ), plan
     assert not any(step.startswith("SCAN") for step in plan), plan

@@ -164,7 +164,9 @@ def test_only_present_delete_reads_again_when_the_tenant_changed(
     # counted against the stale read, the delete would report 4 keys deleted.
     during_upload(
         writer,
-        lambda: other.write("a", "db", "t", upserts=rows(range(4, 5)), deletes=rows(range(1)).select(["id"])),
+        lambda: other.write(
+            "a", "db", "t", upserts=rows(range(4, 5)), deletes=rows(range(1)).select(["id"])
+        ),
     )
     keys = pa.table({"id": pa.array(range(6), pa.int64())})
     result = writer.write("a", "db", "t", deletes=keys, only_present=True)

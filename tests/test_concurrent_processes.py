@@ -79,7 +79,11 @@ def test_four_loaders_a_restore_and_gc_at_once_lose_nothing(
     }  # fmt: skip
     running = {
         name: subprocess.Popen(
-            [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            [sys.executable, *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for name, argv in commands.items()
     }

@@ -64,8 +64,12 @@ def test_a_metadata_only_restore_writes_the_same_rows_for_3_and_30_objects(
             written_by(
                 store,
                 lambda name=name: restore_tenant(
-                    store, name, "snap", to=None if in_place else f"{name}-copy",
-                    executor="local", verify="objects",
+                    store,
+                    name,
+                    "snap",
+                    to=None if in_place else f"{name}-copy",
+                    executor="local",
+                    verify="objects",
                 ),
             )
         )
@@ -119,8 +123,12 @@ def test_a_restore_sends_as_many_statements_for_12_tables_as_for_2(
                 store,
                 monkeypatch,
                 lambda name=name: restore_tenant(
-                    store, f"{name}-tmp", "snap", to=None if in_place else f"{name}-copy",
-                    executor="local", verify="none",
+                    store,
+                    f"{name}-tmp",
+                    "snap",
+                    to=None if in_place else f"{name}-copy",
+                    executor="local",
+                    verify="none",
                 ),
             )
         )
@@ -184,7 +192,8 @@ def test_every_part_of_an_inherited_view_is_read_through_indexes(
             plan = [
                 str(step["detail"])
                 for step in tx.all(
-                    f"EXPLAIN QUERY PLAN SELECT o.id {source}{where}", [*params, 0][: len(params) + after]
+                    f"EXPLAIN QUERY PLAN SELECT o.id {source}{where}",
+                    [*params, 0][: len(params) + after],
                 )
             ]
             assert any("COVERING INDEX objects_plan" in step for step in plan), plan
@@ -215,7 +224,9 @@ def test_a_cancelled_job_leaves_no_base_behind(store: TableStore) -> None:
     tenant_of_objects(store, "acme", 2)
     plan = plan_restore(store.catalog, "acme", "snap", to="copy")
     job = start_job(store.catalog, plan, executor="local", verify="objects")
-    assert len(catalog_rows(store, "SELECT * FROM membership_bases WHERE job_id = ?", (job.id,))) == 2
+    assert (
+        len(catalog_rows(store, "SELECT * FROM membership_bases WHERE job_id = ?", (job.id,))) == 2
+    )
     cancel_restore(store, job.id)
     assert catalog_rows(store, "SELECT * FROM membership_bases") == []
 

@@ -11,7 +11,9 @@ from tenants.mvcc import project, resolve
 from tenants.schema import TS, Column, TableSchema
 
 SIMPLE = TableSchema.of([("k", "int64"), ("v", "string")], ["k"])
-COMPOSITE = TableSchema.of([("id", "int64"), ("region", "string"), ("v", "double")], ["id", "region"])
+COMPOSITE = TableSchema.of(
+    [("id", "int64"), ("region", "string"), ("v", "double")], ["id", "region"]
+)
 
 
 def data(schema: TableSchema, rows: list[dict[str, Any]]) -> pa.Table:
@@ -66,7 +68,10 @@ def test_only_tombstones_at_or_before_t_give_an_empty_table() -> None:
 
 def test_version_at_same_ts_as_tombstone_wins() -> None:
     # An update at 20 is a tombstone and a version, both at 20.
-    objects = [data(SIMPLE, [{"k": 1, "v": "old", TS: 10}]), data(SIMPLE, [{"k": 1, "v": "new", TS: 20}])]
+    objects = [
+        data(SIMPLE, [{"k": 1, "v": "old", TS: 10}]),
+        data(SIMPLE, [{"k": 1, "v": "new", TS: 20}]),
+    ]
     update = [tombs(SIMPLE, [{"k": 1, TS: 20}])]
     assert visible(SIMPLE, 19, objects, update) == [{"k": 1, "v": "old"}]
     assert visible(SIMPLE, 20, objects, update) == [{"k": 1, "v": "new"}]
@@ -75,7 +80,10 @@ def test_version_at_same_ts_as_tombstone_wins() -> None:
 
 
 def test_reinsert_after_delete_is_visible_with_new_values() -> None:
-    objects = [data(SIMPLE, [{"k": 1, "v": "first", TS: 10}]), data(SIMPLE, [{"k": 1, "v": "again", TS: 30}])]
+    objects = [
+        data(SIMPLE, [{"k": 1, "v": "first", TS: 10}]),
+        data(SIMPLE, [{"k": 1, "v": "again", TS: 30}]),
+    ]
     deleted = [tombs(SIMPLE, [{"k": 1, TS: 20}])]
     assert visible(SIMPLE, 10, objects, deleted) == [{"k": 1, "v": "first"}]
     assert visible(SIMPLE, 25, objects, deleted) == []
@@ -86,20 +94,28 @@ def test_delete_after_reinsert_hides_the_key_again() -> None:
     objects = [data(SIMPLE, [{"k": 1, "v": "a", TS: 10}, {"k": 1, "v": "b", TS: 30}])]
     deleted = [tombs(SIMPLE, [{"k": 1, TS: 20}, {"k": 1, TS: 40}])]
     assert [visible(SIMPLE, t, objects, deleted) for t in (10, 20, 30, 40)] == [
-        [{"k": 1, "v": "a"}], [], [{"k": 1, "v": "b"}], [],
+        [{"k": 1, "v": "a"}],
+        [],
+        [{"k": 1, "v": "b"}],
+        [],
     ]
 
 
 def test_composite_keys_are_distinct_when_any_part_differs() -> None:
     objects = [
-        data(COMPOSITE, [
-            {"id": 1, "region": "eu", "v": 1.0, TS: 10},
-            {"id": 1, "region": "us", "v": 2.0, TS: 10},
-            {"id": 2, "region": "eu", "v": 3.0, TS: 10},
-        ]),
+        data(
+            COMPOSITE,
+            [
+                {"id": 1, "region": "eu", "v": 1.0, TS: 10},
+                {"id": 1, "region": "us", "v": 2.0, TS: 10},
+                {"id": 2, "region": "eu", "v": 3.0, TS: 10},
+            ],
+        ),
         data(COMPOSITE, [{"id": 1, "region": "us", "v": 4.0, TS: 30}]),
     ]
-    deleted = [tombs(COMPOSITE, [{"id": 1, "region": "eu", TS: 20}, {"id": 2, "region": "us", TS: 20}])]
+    deleted = [
+        tombs(COMPOSITE, [{"id": 1, "region": "eu", TS: 20}, {"id": 2, "region": "us", TS: 20}])
+    ]
     assert visible(COMPOSITE, 20, objects, deleted) == [
         {"id": 1, "region": "us", "v": 2.0},
         {"id": 2, "region": "eu", "v": 3.0},
@@ -151,19 +167,23 @@ def test_project_fills_columns_added_later_with_default_or_null() -> None:
 
 
 def test_project_drops_columns_the_schema_no_longer_has_and_casts_to_its_types() -> None:
-    old = pa.table({
-        "k": pa.array([1], pa.int32()),
-        "gone": pa.array(["x"]),
-        "v": pa.array(["a"]),
-        TS: pa.array([10], pa.int64()),
-    })
+    old = pa.table(
+        {
+            "k": pa.array([1], pa.int32()),
+            "gone": pa.array(["x"]),
+            "v": pa.array(["a"]),
+            TS: pa.array([10], pa.int64()),
+        }
+    )
     projected = project(old, SIMPLE)
     assert projected.schema == SIMPLE.data_arrow()
     assert projected.to_pylist() == [{"k": 1, "v": "a", TS: 10}]
 
 
 def test_project_keys_only_keeps_the_key_and_ts_of_a_tombstone() -> None:
-    tomb = pa.table({"region": ["eu"], "id": pa.array([3], pa.int64()), TS: pa.array([9], pa.int64())})
+    tomb = pa.table(
+        {"region": ["eu"], "id": pa.array([3], pa.int64()), TS: pa.array([9], pa.int64())}
+    )
     projected = project(tomb, COMPOSITE, keys_only=True)
     assert projected.column_names == ["id", "region", TS]
     assert projected.to_pylist() == [{"id": 3, "region": "eu", TS: 9}]

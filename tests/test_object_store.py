@@ -39,7 +39,9 @@ def test_s3_store_module_imports_without_warnings() -> None:
     """Importing the S3 store must not warn: under ``filterwarnings=error`` that is an error."""
     done = subprocess.run(
         [sys.executable, "-W", "error", "-c", "import tenants.objectstore.s3"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -196,7 +198,11 @@ def test_s3_list_and_delete_page_past_1000_keys(
     # Filling the bucket is not under test: one plain PUT per key is quicker than put().
     client = boto3.client("s3", **s3_server.settings.to_boto3())
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda k: client.put_object(Bucket=bucket, Key=f"warehouse/{k}", Body=b"."), keys))
+        list(
+            pool.map(
+                lambda k: client.put_object(Bucket=bucket, Key=f"warehouse/{k}", Body=b"."), keys
+            )
+        )
     s3_store.put("other/0", b".")
     assert keys_under(s3_store, "many/") == keys
     s3_store.delete_many(keys)
@@ -229,7 +235,9 @@ class FaultInjector:
     calls of an operation, exactly as botocore raises a service error.
     """
 
-    def __init__(self, store: ObjectStore, operation: str, error: Callable[[str], Exception], times: int) -> None:
+    def __init__(
+        self, store: ObjectStore, operation: str, error: Callable[[str], Exception], times: int
+    ) -> None:
         self.operation = operation
         self.error = error
         self.times = times
@@ -246,8 +254,10 @@ class FaultInjector:
 def client_error(code: str, status: int) -> Callable[[str], Exception]:
     def make(operation: str) -> Exception:
         return ClientError(
-            {"Error": {"Code": code, "Message": f"injected {code}"},
-             "ResponseMetadata": {"HTTPStatusCode": status}},
+            {
+                "Error": {"Code": code, "Message": f"injected {code}"},
+                "ResponseMetadata": {"HTTPStatusCode": status},
+            },
             operation,
         )
 
@@ -294,10 +304,14 @@ def test_s3_server_and_connection_errors_are_retried_until_success(
     assert faults.calls == 3
 
 
-def test_s3_throttling_that_never_ends_surfaces_as_transient_error(prepared_s3_store: ObjectStore) -> None:
+def test_s3_throttling_that_never_ends_surfaces_as_transient_error(
+    prepared_s3_store: ObjectStore,
+) -> None:
     from tenants.objectstore.s3 import MAX_ATTEMPTS
 
-    faults = FaultInjector(prepared_s3_store, "HeadObject", client_error("SlowDown", 503), times=10**6)
+    faults = FaultInjector(
+        prepared_s3_store, "HeadObject", client_error("SlowDown", 503), times=10**6
+    )
     with pytest.raises(TransientError, match=r"ctl/a: SlowDown after retries"):
         prepared_s3_store.head("ctl/a")
     assert faults.calls == MAX_ATTEMPTS
@@ -307,8 +321,12 @@ def test_s3_throttling_that_never_ends_surfaces_as_transient_error(prepared_s3_s
 def test_s3_access_denied_fails_at_once_as_storage_error_naming_the_key(
     prepared_s3_store: ObjectStore, operation: str, call: Callable[[ObjectStore], Any]
 ) -> None:
-    faults = FaultInjector(prepared_s3_store, operation, client_error("AccessDenied", 403), times=10**6)
-    with pytest.raises(StorageError, match=r"s3://rewind-test-\w+/warehouse/ctl/\w*: AccessDenied") as raised:
+    faults = FaultInjector(
+        prepared_s3_store, operation, client_error("AccessDenied", 403), times=10**6
+    )
+    with pytest.raises(
+        StorageError, match=r"s3://rewind-test-\w+/warehouse/ctl/\w*: AccessDenied"
+    ) as raised:
         call(prepared_s3_store)
     assert not isinstance(raised.value, TransientError)
     assert isinstance(raised.value.__cause__, ClientError)
@@ -321,14 +339,22 @@ def test_s3_access_denied_fails_at_once_as_storage_error_naming_the_key(
 
 @pytest.fixture
 def written(object_store: ObjectStore) -> Iterator[tuple[ObjectStore, ObjectRecord]]:
-    rows = pa.table({
-        "k": pa.array(range(200), pa.int64()),
-        "v": [f"value-{i}" for i in range(200)],
-        TS: pa.array([10] * 200, pa.int64()),
-    })
+    rows = pa.table(
+        {
+            "k": pa.array(range(200), pa.int64()),
+            "v": [f"value-{i}" for i in range(200)],
+            TS: pa.array([10] * 200, pa.int64()),
+        }
+    )
     record = write_object(
-        object_store, rows, tenant_id=uuid.uuid4().hex, table_id=uuid.uuid4().hex, kind="data",
-        fingerprint="f" * 32, primary_key=["k"], created_ts=10,
+        object_store,
+        rows,
+        tenant_id=uuid.uuid4().hex,
+        table_id=uuid.uuid4().hex,
+        kind="data",
+        fingerprint="f" * 32,
+        primary_key=["k"],
+        created_ts=10,
     )
     assert read_object(object_store, record).num_rows == 200
     yield object_store, record
@@ -338,7 +364,10 @@ def test_truncated_object_raises_corrupt_object(written: tuple[ObjectStore, Obje
     store, record = written
     data = store.get(record.key)
     store.put(record.key, data[: len(data) // 2])
-    with pytest.raises(CorruptObject, match=rf"{record.key} has {len(data) // 2} bytes, the catalog records {len(data)}"):
+    with pytest.raises(
+        CorruptObject,
+        match=rf"{record.key} has {len(data) // 2} bytes, the catalog records {len(data)}",
+    ):
         read_object(store, record)
 
 
@@ -365,7 +394,9 @@ def test_object_with_same_size_but_other_bytes_raises_corrupt_object(
         read_object(store, record)
 
 
-def test_reading_a_deleted_object_raises_object_missing(written: tuple[ObjectStore, ObjectRecord]) -> None:
+def test_reading_a_deleted_object_raises_object_missing(
+    written: tuple[ObjectStore, ObjectRecord],
+) -> None:
     store, record = written
     store.delete_many([record.key])
     with pytest.raises(ObjectMissing, match=rf"{record.key} is missing"):

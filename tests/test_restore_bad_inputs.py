@@ -199,12 +199,16 @@ def test_a_second_restore_of_the_same_tenant_is_refused_while_one_is_unfinished(
 ):
     """DESIGN.md: one restore per tenant at a time, whatever the mode of either."""
     target = unique("copy")
-    plan = plan_restore(world.store.catalog, world.name, "mon", to=target if first == "clone" else None)
+    plan = plan_restore(
+        world.store.catalog, world.name, "mon", to=target if first == "clone" else None
+    )
     job = start_job(world.store.catalog, plan, executor="local", verify="objects")
     before = world.observe()
 
     to = {"in_place": None, "clone": unique("other"), "clone_same_target": target}[second]
-    with pytest.raises(RestoreInProgress, match=rf"restore job {job.id} \(planned.*--resume {job.id}"):
+    with pytest.raises(
+        RestoreInProgress, match=rf"restore job {job.id} \(planned.*--resume {job.id}"
+    ):
         restore_tenant(world.store, world.name, "mon", to=to, executor="local")
 
     assert world.observe() == before
@@ -240,7 +244,10 @@ def _fails_without_installing(
     job_id = world.only_job()
     assert job_state(world.store, job_id) == "failed"
     assert tenant_rows(world.store) == before_tenants
-    assert catalog_rows(world.store, "SELECT id FROM tenants WHERE restore_job_id = ?", (job_id,)) == []
+    assert (
+        catalog_rows(world.store, "SELECT id FROM tenants WHERE restore_job_id = ?", (job_id,))
+        == []
+    )
     return job_id
 
 

@@ -116,7 +116,11 @@ def scenario(store: TableStore, clock: Any) -> Scenario:
     mon = store.create_snapshot(name, "mon")
     at(4)
     store.write(
-        name, "db", "items", upserts=rows((1, "y"), (8, "y"), (15, "y"), (19, "y")), deletes=keys(6, 12)
+        name,
+        "db",
+        "items",
+        upserts=rows((1, "y"), (8, "y"), (15, "y"), (19, "y")),
+        deletes=keys(6, 12),
     )
     store.write(name, "db", "users", upserts=rows((7, "n")), deletes=keys(3))
     store.compact(name, "db", "items", target_bytes=800)
@@ -127,7 +131,10 @@ def scenario(store: TableStore, clock: Any) -> Scenario:
     reference = restore_tenant(store, name, "mon", to=unique("ref"), executor="local")
     totals = reference.plan.totals()
     assert totals["rewrite"][0] >= 5 and totals["reuse"][0] >= 1 and totals["skip"][0] >= 1
-    assert reads(store, reference.tenant.name) == {"db.items": ITEMS_AT_MON, "db.users": USERS_AT_MON}
+    assert reads(store, reference.tenant.name) == {
+        "db.items": ITEMS_AT_MON,
+        "db.users": USERS_AT_MON,
+    }
     return Scenario(
         store,
         name,
@@ -185,7 +192,10 @@ def test_crash_at_every_journal_transition_leaves_source_untouched_and_resumes(
     s = scenario
     occurrence = TRANSITIONS.index(step) + 1
     faulty = FaultyCatalog(
-        s.store.catalog, "UPDATE restore_jobs SET state", occurrence=occurrence, after_commit=after_commit
+        s.store.catalog,
+        "UPDATE restore_jobs SET state",
+        occurrence=occurrence,
+        after_commit=after_commit,
     )
     with pytest.raises(SimulatedCrash):
         restore_tenant(with_catalog(s.store, faulty), s.name, "mon", executor="local")
@@ -238,7 +248,9 @@ def test_crash_journaling_the_kth_task_result_resumes_exactly_the_unfinished_tas
     journaled = {
         r["task_id"]
         for r in catalog_rows(
-            s.store, "SELECT task_id FROM restore_tasks WHERE job_id = ? AND state = 'done'", (job_id,)
+            s.store,
+            "SELECT task_id FROM restore_tasks WHERE job_id = ? AND state = 'done'",
+            (job_id,),
         )
     }
 
@@ -317,7 +329,12 @@ def test_crash_inside_the_transaction_that_starts_the_job_journals_nothing(scena
 @pytest.mark.parametrize(
     "statement",
     # the new tenant, membership of rewritten objects, the objects, the pins' release
-    ["INSERT INTO tenants", "INSERT INTO membership (", "INSERT INTO objects", "DELETE FROM job_pins"],
+    [
+        "INSERT INTO tenants",
+        "INSERT INTO membership (",
+        "INSERT INTO objects",
+        "DELETE FROM job_pins",
+    ],
 )
 def test_crash_inside_the_install_transaction_rolls_back_and_resumes(scenario, statement):
     s = scenario
@@ -345,7 +362,9 @@ def test_crash_right_after_the_install_commit_is_installed_once_and_not_resumabl
     job_id = row["id"]
     assert job_state(s.store, job_id) == "done"
 
-    with pytest.raises(InvalidArgument, match=f"restore job {job_id} is done; there is nothing to resume"):
+    with pytest.raises(
+        InvalidArgument, match=f"restore job {job_id} is done; there is nothing to resume"
+    ):
         resume_restore(s.store, job_id)
     with pytest.raises(InvalidArgument, match=f"restore job {job_id} is done"):
         cancel_restore(s.store, job_id)
@@ -472,7 +491,9 @@ def merge_a_late_write(s: Scenario, *, collect: bool = False) -> Any:
         s.store.write(s.name, "db", "items", upserts=rows((next(counter), "late")))
         s.store.compact(s.name, "db", "items")
         if collect:
-            report = run_gc(s.store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
+            report = run_gc(
+                s.store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False
+            )
             assert report.collected.candidates
 
     return change
@@ -511,8 +532,14 @@ def test_a_source_that_keeps_being_collected_fails_the_restore_and_journals_noth
         restore_tenant(with_catalog(s.store, catalog), s.name, "mon", executor="local")
     assert catalog_rows(s.store, "SELECT * FROM restore_jobs") == jobs_before
     assert catalog_rows(s.store, "SELECT * FROM job_pins") == []
-    assert catalog_rows(s.store, "SELECT * FROM membership_bases WHERE job_id IS NOT NULL "
-                        "AND table_id NOT IN (SELECT id FROM tables)") == []
+    assert (
+        catalog_rows(
+            s.store,
+            "SELECT * FROM membership_bases WHERE job_id IS NOT NULL "
+            "AND table_id NOT IN (SELECT id FROM tables)",
+        )
+        == []
+    )
     assert s.store.tenant(s.name).id == s.before.tenant.id
     assert reads(s.store, s.name, "mon") == {"db.items": ITEMS_AT_MON, "db.users": USERS_AT_MON}
 

@@ -44,11 +44,15 @@ def counts(plan: RestorePlan) -> dict[str, int]:
     return {action: n for action, (n, _) in plan.totals().items()}
 
 
-def items(store: TableStore, tenant: str, as_of: int | str | None = None, table: str = "items") -> list[tuple[int, str]]:
+def items(
+    store: TableStore, tenant: str, as_of: int | str | None = None, table: str = "items"
+) -> list[tuple[int, str]]:
     return pairs(store.read(tenant, "db", table, as_of))
 
 
-def assert_restored_equals_source_at(store: TableStore, restored: str, source_ref: str, at: int) -> None:
+def assert_restored_equals_source_at(
+    store: TableStore, restored: str, source_ref: str, at: int
+) -> None:
     """The restored tenant at now reads (and is shaped) as the source at S."""
     assert ddl(store, restored) == ddl(store, source_ref, at)
     assert reads(store, restored) == reads(store, source_ref, at)
@@ -195,9 +199,7 @@ def test_straddling_tombstones_are_rewritten_while_data_before_s_is_reused(store
     assert items(store, acme) == [(2, "b"), (3, "c"), (4, "d")]
 
 
-def test_tables_created_after_s_are_absent_and_tables_dropped_after_s_are_present(
-    store, at, acme
-):
+def test_tables_created_after_s_are_absent_and_tables_dropped_after_s_are_present(store, at, acme):
     at(1)
     store.write(acme, "db", "items", upserts=rows((1, "a")))
     store.write(acme, "db", "users", upserts=rows((2, "u")))
@@ -311,9 +313,7 @@ def _str(values: list[str]) -> pa.Array:
 # --- in place, lineage, snapshots ------------------------------------------------------------
 
 
-def test_in_place_restore_retires_the_old_tenant_and_hands_the_name_to_the_new_one(
-    store, at, acme
-):
+def test_in_place_restore_retires_the_old_tenant_and_hands_the_name_to_the_new_one(store, at, acme):
     at(1)
     store.write(acme, "db", "items", upserts=rows((1, "a")))
     at(2)
@@ -539,7 +539,11 @@ def test_local_and_spark_executors_restore_identical_contents(store, at, acme, s
     mon = store.create_snapshot(acme, "mon")
     at(4)
     store.write(
-        acme, "db", "items", upserts=rows((1, "y"), (8, "y"), (15, "y"), (19, "y")), deletes=keys(6, 12)
+        acme,
+        "db",
+        "items",
+        upserts=rows((1, "y"), (8, "y"), (15, "y"), (19, "y")),
+        deletes=keys(6, 12),
     )
     store.write(acme, "db", "users", deletes=keys(1))
     store.compact(acme, "db", "items", target_bytes=1_000)  # several objects, each straddling S

@@ -26,7 +26,12 @@ WINDOW = 72 * H
 def protect(store: TableStore, name: str) -> None:
     store.set_pitr(name, WINDOW)
     store.set_schedule(
-        name, first_at_us=0, interval_us=6 * H, retain_age_us=48 * H, retain_count=5, name_prefix="six"
+        name,
+        first_at_us=0,
+        interval_us=6 * H,
+        retain_age_us=48 * H,
+        retain_count=5,
+        name_prefix="six",
     )
 
 
@@ -35,7 +40,11 @@ def assert_protected_like_the_source(store: TableStore, name: str) -> None:
     assert pitr is not None and pitr.window_us == WINDOW
     schedule = store.schedule(name)
     assert schedule is not None
-    assert (schedule.interval_us, schedule.retain_age_us, schedule.retain_count) == (6 * H, 48 * H, 5)
+    assert (schedule.interval_us, schedule.retain_age_us, schedule.retain_count) == (
+        6 * H,
+        48 * H,
+        5,
+    )
     assert schedule.name_prefix == "six"
 
 
@@ -46,7 +55,9 @@ def uri(s3_server: EmbeddedS3) -> str:
     return f"s3://{bucket}/backups"
 
 
-def test_physical_backup_restore_keeps_pitr_window_schedule_and_snapshots(store: TableStore, uri: str):
+def test_physical_backup_restore_keeps_pitr_window_schedule_and_snapshots(
+    store: TableStore, uri: str
+):
     build_source(store)
     protect(store, "acme")
     result = create_backup(store, "acme", "mon", uri, kind="physical")

@@ -144,7 +144,9 @@ def test_the_cli_plan_names_the_executor_and_why(rewind, no_master) -> None:  # 
     assert done.exit_code == 0, done.output
     plan = json.loads(done.stdout)
     assert plan["executor"] == "spark"
-    assert plan["executor_reason"] == "auto: master spark://h:7077 (from --spark-master) is a cluster"
+    assert (
+        plan["executor_reason"] == "auto: master spark://h:7077 (from --spark-master) is a cluster"
+    )
     bad = rewind("--spark-master", "nowhere", "tenant", "list")
     assert bad.exit_code == 1
     assert "invalid Spark master 'nowhere'" in bad.output
@@ -227,7 +229,10 @@ def test_a_task_failure_keeps_its_cause_and_worker() -> None:
     assert python_error(error) == "ValueError: bad row 7"
     told = translate_task_error(error, "restore job j1")
     assert isinstance(told, TaskFailed)
-    assert str(told) == "restore job j1: a Spark task failed on 10.1.2.3 executor 1: ValueError: bad row 7"
+    assert (
+        str(told)
+        == "restore job j1: a Spark task failed on 10.1.2.3 executor 1: ValueError: bad row 7"
+    )
 
 
 def test_a_rewind_error_in_a_task_keeps_its_class() -> None:
@@ -251,7 +256,8 @@ def test_the_local_master_needs_no_preparation(spark) -> None:  # type: ignore[n
 
 
 def test_env_credentials_reach_local_spark_workers_without_the_pickle(
-    store, spark  # type: ignore[no-untyped-def]
+    store,
+    spark,  # type: ignore[no-untyped-def]
 ) -> None:
     """A store whose settings hold a secret of their own still works through Spark:
     the tasks never see that secret and take the environment's chain."""
@@ -327,7 +333,10 @@ def test_the_probe_names_the_worker_and_what_is_wrong() -> None:
     assert lacking is not None
     assert lacking.startswith("Spark worker node-7 (python 3.11.7 at /usr/bin/python3) lacks boto3")
     other = problem(_report(version="0.0.9", build="abc"), version, build)
-    assert other is not None and f"imports Rewind 0.0.9 build abc, but the driver runs {version}" in other
+    assert (
+        other is not None
+        and f"imports Rewind 0.0.9 build abc, but the driver runs {version}" in other
+    )
     broken = problem(_report(error="cannot import Rewind (ImportError: y)"), version, build)
     assert broken is not None and "cannot import Rewind" in broken
 
@@ -339,7 +348,9 @@ def test_spark_check_shows_the_workers(rewind, spark) -> None:  # type: ignore[n
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert report["master"] == spark.sparkContext.master and report["cluster"] is False
-    assert report["workers"] and all(w["build"] == spark_package.build_id() for w in report["workers"])
+    assert report["workers"] and all(
+        w["build"] == spark_package.build_id() for w in report["workers"]
+    )
 
 
 def test_spark_package_writes_the_zip(rewind, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -381,10 +392,14 @@ def test_spark_rewrite_groups_run_at_the_same_time(store, spark) -> None:  # typ
     ids = range(40_000)
     for n in range(6):
         store.create_table("acme", "db", f"t{n}", SCHEMA)
-        store.write("acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"a{i}" for i in ids]}))
+        store.write(
+            "acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"a{i}" for i in ids]})
+        )
     store.create_snapshot("acme", "mon")
     for n in range(6):
-        store.write("acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"b{i}" for i in ids]}))
+        store.write(
+            "acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"b{i}" for i in ids]})
+        )
         store.compact("acme", "db", f"t{n}")
     outcome = restore_tenant(store, "acme", "mon", to="acme2", executor="spark", verify="none")
     assert outcome.rewritten == 6

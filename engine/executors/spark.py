@@ -50,7 +50,9 @@ def _task_from_json(text: str) -> RewriteTask:
     )
 
 
-def task_function(objects: ObjectStore) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def task_function(
+    objects: ObjectStore,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """What each Spark task runs: the function ``mapInArrow`` pickles and ships.
 
     Its closure holds the object store, whose settings pickle without credentials; the

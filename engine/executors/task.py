@@ -61,7 +61,9 @@ REWRITE_BATCH_BYTES = 4 * 1024 * 1024
 
 
 def _rewrite(objects: ObjectStore, task: RewriteTask) -> RewriteResult:
-    written = rewrite_object(objects, task.input, task.as_of, task.primary_key, objects, task.out_key)
+    written = rewrite_object(
+        objects, task.input, task.as_of, task.primary_key, objects, task.out_key
+    )
     record = record_of(written, task.out_object_id, task.input.kind, task.input.fingerprint, 0)
     assert written.row_hash is not None
     return RewriteResult(task.task_id, record, written.row_hash)

@@ -170,9 +170,7 @@ class TableCheck:
                 parts.append(RowHasher(self._schema or schema.arrow()).hexdigest())
             return chain_hash(parts)
         keys = list(schema.primary_key)
-        rows = (
-            pa.concat_tables(self._legacy) if self._legacy else schema.arrow().empty_table()
-        )
+        rows = pa.concat_tables(self._legacy) if self._legacy else schema.arrow().empty_table()
         if self.table.hash_kind == "table":
             return content_hash(rows, keys)
         rows = rows.sort_by([(k, "ascending") for k in keys]) if rows.num_rows else rows

@@ -65,7 +65,9 @@ def verify_objects(
     return checked, len(expected)
 
 
-def verify_rewrites(objects: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]) -> int:
+def verify_rewrites(
+    objects: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
+) -> int:
     """Each rewritten object re-read hashes to its input's rows at S.
 
     Raises:

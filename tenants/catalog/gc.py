@@ -188,7 +188,9 @@ def active_tenant_rows(tx: Tx) -> list[Row]:
 def release_tables_dropped_by(tx: Tx, tenant_id: str, oldest: int, ts: int) -> int:
     """End at ``ts`` the live memberships of tenant ``tenant_id``'s tables dropped at or
     before ``oldest`` (its oldest protected time); return how many ended."""
-    dropped = "SELECT id FROM tables WHERE tenant_id = ? AND dropped_ts IS NOT NULL AND dropped_ts <= ?"
+    dropped = (
+        "SELECT id FROM tables WHERE tenant_id = ? AND dropped_ts IS NOT NULL AND dropped_ts <= ?"
+    )
     release_bases_of_tables(tx, dropped, (tenant_id, oldest), ts)
     drop_totals(tx, dropped, (tenant_id, oldest))
     return tx.execute(
