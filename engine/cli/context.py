@@ -188,7 +188,7 @@ _UNITS = {
 }
 
 
-MAX_SIZE = 2**63 - 1
+INT64_MAX = 2**63 - 1  # what a catalog's int64 column, a SQL LIMIT or a size holds
 
 
 def size_arg(text: str, option: str) -> int:
@@ -200,6 +200,6 @@ def size_arg(text: str, option: str) -> int:
             f"invalid {option} {text!r}: give a size such as 512MiB, 2GiB or a number of bytes"
         )
     size = int(float(match.group(1)) * _UNITS[unit])
-    if size > MAX_SIZE:  # what any size Rewind stores or compares can hold (int64)
-        raise InvalidArgument(f"invalid {option} {text!r}: at most {MAX_SIZE} bytes (8 EiB)")
+    if size > INT64_MAX:
+        raise InvalidArgument(f"invalid {option} {text!r}: at most {INT64_MAX} bytes (8 EiB)")
     return size

@@ -13,10 +13,10 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.context import instant_arg, snapshot_arg
+from engine.cli.context import INT64_MAX, instant_arg, snapshot_arg
 from tenants.errors import InvalidArgument
 
-MAX_COUNT = 2**63 - 1  # what a catalog's int64 column or a SQL LIMIT holds
+MAX_COUNT = INT64_MAX
 
 
 def count_parser(
