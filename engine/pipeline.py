@@ -269,7 +269,9 @@ def _upgrade_table(raw: dict[str, Any]) -> None:
 
 
 def classify(record: ObjectRecord, at_ts: int) -> Action:
-    if record.max_ts <= at_ts:
+    """What a restore to ``at_ts`` does with ``record``; a member held with a cut
+    counts only its rows up to the cut (``visible_max_ts``)."""
+    if record.visible_max_ts <= at_ts:
         return "reuse"
     if record.min_ts > at_ts:
         return "skip"

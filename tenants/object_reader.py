@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tenants.errors import CorruptObject, StorageError
@@ -59,7 +60,12 @@ def spool_dir() -> str | None:
 
 class ObjectReader:
     """Row groups of one object, with ``__ts`` on every batch (a commit object's
-    rows inherit the ts its record carries, as ``read_object`` documents)."""
+    rows inherit the ts its record carries, as ``read_object`` documents).
+
+    A record held with a cut (``ObjectRecord.cut_ts``: a straddler an instant
+    restore installed before rewriting it) yields only its rows at or before
+    the cut, whoever reads it: a compaction, a backup, an export or a write's
+    key lookup cannot see rows its table does not hold."""
 
     def __init__(
         self,
@@ -103,12 +109,21 @@ class ObjectReader:
         damaged object raises ``CorruptObject`` instead of ending the iteration.
         """
         batch_rows = batch_rows or self.batch_rows(batch_bytes)
+        cut = self.record.cut_ts if self._has_ts else None
         wanted = None if columns is None else [c for c in columns if c != TS or self._has_ts]
+        if cut is not None and wanted is not None and TS not in wanted:
+            wanted = [*wanted, TS]  # read to apply the cut, dropped after
         add_ts = not self._has_ts and (columns is None or TS in columns)
         try:
             for batch in self.parquet.iter_batches(
                 batch_size=batch_rows, row_groups=row_groups, columns=wanted, use_threads=True
             ):
+                if cut is not None:
+                    batch = batch.filter(pc.less_equal(batch.column(TS), cut))
+                    if columns is not None and TS not in columns:
+                        batch = batch.drop_columns([TS])
+                    if batch.num_rows == 0:
+                        continue
                 if add_ts:
                     batch = batch.append_column(
                         pa.field(TS, pa.int64(), False),

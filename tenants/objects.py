@@ -45,6 +45,19 @@ class ObjectRecord:
     sorted: bool
     checksum: str
     created_ts: int
+    # The table holds only the rows at or before this ts (None: all of them): an
+    # object that straddled an instant restore's point, until its rewritten copy
+    # replaces it. It describes the membership, not the bytes (docs/membership.md).
+    cut_ts: int | None = None
+
+    @property
+    def visible_max_ts(self) -> int:
+        """The newest ts of a row the table holds: ``max_ts``, or the cut below it."""
+        return self.max_ts if self.cut_ts is None else min(self.max_ts, self.cut_ts)
+
+    def read_ts(self, as_of: int) -> int:
+        """The ts up to which a read at ``as_of`` keeps this object's rows."""
+        return as_of if self.cut_ts is None else min(as_of, self.cut_ts)
 
     @classmethod
     def from_row(cls, row: Row) -> ObjectRecord:
@@ -62,6 +75,7 @@ class ObjectRecord:
             bool(row["sorted"]),
             row["checksum"],
             row["created_ts"],
+            row.get("cut_ts"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -78,10 +92,12 @@ def sort_by_key(table: pa.Table, primary_key: Sequence[str]) -> pa.Table:
 
 
 def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:
-    """A record from a row in ``tenants.catalog.objects.RECORD_COLUMNS`` order."""
+    """A record from a row in ``tenants.catalog.objects.RECORD_COLUMNS`` order (or
+    ``MEMBER_COLUMNS``: with the member's cut)."""
     return ObjectRecord(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11], r[12]
-    )
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11], r[12],
+        r[13] if len(r) > 13 else None,
+    )  # fmt: skip
 
 
 def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[ObjectRecord]:

@@ -189,9 +189,12 @@ def _events_at(
     keys: KeyRange | None,
     verify: bool,
 ) -> Generator[pa.RecordBatch, None, None]:
-    """An object's events at or before ``as_of`` (and in ``keys``), conformed to ``schema``."""
+    """An object's events at or before ``as_of`` (and its cut, if the table holds it
+    with one), and in ``keys``, conformed to ``schema``."""
     with open_object(objects, record, verify=verify) as reader:
-        yield from _conformed(reader, schema, as_of, record.kind == "tomb", batch_rows, keys)
+        yield from _conformed(
+            reader, schema, record.read_ts(as_of), record.kind == "tomb", batch_rows, keys
+        )
 
 
 def _conformed(

@@ -41,7 +41,7 @@ def _event_batches(
                 rows = project(
                     pa.Table.from_batches([batch]), schema, keys_only=record.kind == "tomb"
                 )
-                rows = rows.filter(pc.less_equal(rows.column(TS), as_of))
+                rows = rows.filter(pc.less_equal(rows.column(TS), record.read_ts(as_of)))
                 if not rows.num_rows:
                     continue
                 flag = pa.repeat(pa.scalar(record.kind == "data"), rows.num_rows)

@@ -90,7 +90,11 @@ def wholly_visible(objects: ObjectStore, plan: ReadPlan) -> VisibleSplit:
     whole: list[ObjectRecord] = []
     checked = 0
     for record in _isolated(data, ranges):
-        if record.max_ts > plan.as_of or record.fingerprint != plan.table.schema.fingerprint:
+        if (
+            record.max_ts > plan.as_of
+            or record.cut_ts is not None  # a cut member: only its rows up to the cut
+            or record.fingerprint != plan.table.schema.fingerprint
+        ):
             continue
         low, high = ranges[record.id] or (None, None)
         assert low is not None and high is not None
@@ -208,7 +212,7 @@ def _tombstones(
             groups = inside.row_groups(reader.parquet, pk[0])
             for batch in reader.batches([*pk, TS], row_groups=groups):
                 rows = pa.Table.from_batches([batch])
-                rows = rows.filter(pc.less_equal(rows.column(TS), plan.as_of))
+                rows = rows.filter(pc.less_equal(rows.column(TS), tomb.read_ts(plan.as_of)))
                 rows = rows.filter(inside.mask(rows, pk))
                 if rows.num_rows == 0:
                     continue

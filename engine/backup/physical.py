@@ -22,7 +22,7 @@ from engine.executors.task import rewrite_object
 from engine.logical.reload import discard_staging
 from engine.materialise import materialise_tenant
 from engine.pipeline import RestorePlan
-from engine.restore.members import live_members
+from engine.restore.members import ObjectAction, live_members
 from engine.restore.plan import plan_in
 from tenants.catalog import Tx
 from tenants.catalog.staging import (
@@ -79,9 +79,7 @@ def create_physical(
     present = {info.key: info.size for info in dest.list("objects/")}
     # Written first: a crash before the manifest leaves a listed, deletable, incomplete backup.
     planned = sorted(
-        _stored_path(
-            _rewritten_record(i.object, plan.at_ts).id if i.action == "rewrite" else i.object.id
-        )
+        _stored_path(_rewritten_record(i.object, plan.at_ts).id if _rewrites(i) else i.object.id)
         for items in members.values()
         for i in items
     )
@@ -93,12 +91,12 @@ def create_physical(
         for table in plan.tables:
             for item in members.get(table.source_table_id, []):
                 record = item.object
-                if item.action == "rewrite":
+                if _rewrites(item):
                     record = _rewritten_record(record, plan.at_ts)
                 path = _stored_path(record.id)
-                if present.get(path) == record.bytes and item.action == "reuse":
+                if present.get(path) == record.bytes and not _rewrites(item):
                     referenced += 1
-                elif item.action == "reuse":
+                elif not _rewrites(item):
                     try:
                         copy_object(
                             store.objects, record.key, record.bytes, record.checksum, dest, path
@@ -159,9 +157,17 @@ def create_physical(
     )
 
 
+def _rewrites(item: ObjectAction) -> bool:
+    """Whether the backup stores a rewritten copy of ``item``: a straddler, or a
+    member its table holds with a cut (never copied as it is: it has rows the
+    table does not hold)."""
+    return item.action == "rewrite" or item.object.cut_ts is not None
+
+
 def _rewritten_record(record: ObjectRecord, at_ts: int) -> ObjectRecord:
-    """The id a straddler gets at S: derived from (input, S), so it is stored once."""
-    derived = hashlib.sha256(f"{record.id}@{at_ts}".encode()).hexdigest()[:32]
+    """The id a straddler gets at S: derived from (input, S), so it is stored once
+    (S or the member's cut, whichever is older: that decides its rows)."""
+    derived = hashlib.sha256(f"{record.id}@{record.read_ts(at_ts)}".encode()).hexdigest()[:32]
     return replace(record, id=derived)
 
 

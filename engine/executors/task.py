@@ -86,6 +86,7 @@ def rewrite_object(
         TaskFailed: no row of the object is at or before ``as_of`` (it does
             not straddle the cut, so the plan was wrong).
     """
+    as_of = record.read_ts(as_of)  # a member held with a cut keeps no row after it
     with (
         open_object(source, record) as reader,
         reading_ahead(reader.batches(batch_bytes=REWRITE_BATCH_BYTES)) as batches,

@@ -15,6 +15,13 @@ What a table holds, its *view*:
   before it, not removed by it) with ``max_ts <= cut_ts``, whose object has no
   membership row at all in the table itself or in the tables of levels 1..k-1.
 
+A row may carry a cut of its own (``membership.cut_ts``): an instant restore
+holds each object that straddles its point S by an own row cut at S, and
+every reader keeps only that object's rows at or before the cut. Such a row's
+``max_ts`` is ``min(object max_ts, cut_ts)``, so levels, plans and GC, which
+all range on ``m.max_ts``, see what the table really holds; a shadow or a
+flattened copy of it keeps its cut.
+
 Removing an inherited object (a compaction of the restored table) writes a
 *shadow*, an own row ``(table, object, added_ts = first base_ts, removed_ts =
 now)``: it hides the object at every level and, read at a later base ts by a
@@ -88,7 +95,7 @@ class Level:
             return [(OWN_MEMBERS, [self.table_id])]
         b = self.base
         unmasked, masks = self.hidden()
-        rest = f"AND m.added_ts <= ? AND o.max_ts <= ? AND {unmasked}"
+        rest = f"AND m.added_ts <= ? AND m.max_ts <= ? AND {unmasked}"
         params = [b.base_ts, b.cut_ts, *masks]
         return [
             (
@@ -289,15 +296,26 @@ def shadow_members(tx: Tx, table_id: str, object_ids: Sequence[str], ts: int) ->
             "SELECT 1 FROM membership WHERE table_id = ? AND object_id = ?", (table_id, object_id)
         ):
             continue
-        if any(
-            tx.one(f"SELECT 1 {source} AND m.object_id = ?", (*params, object_id))
-            for level in inherited
-            for source, params in level.sources()
-        ):
+        found = next(
+            (
+                row
+                for level in inherited
+                for source, params in level.sources()
+                if (
+                    row := tx.one(
+                        f"SELECT m.max_ts, m.cut_ts {source} AND m.object_id = ?",
+                        (*params, object_id),
+                    )
+                )
+            ),
+            None,
+        )
+        if found is not None:
             tx.execute(
-                "INSERT INTO membership (table_id, object_id, added_ts, removed_ts, max_ts) "
-                "SELECT ?, id, ?, ?, max_ts FROM objects WHERE id = ?",
-                (table_id, first.base_ts, ts, object_id),
+                "INSERT INTO membership "
+                "(table_id, object_id, added_ts, removed_ts, max_ts, cut_ts) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (table_id, object_id, first.base_ts, ts, found["max_ts"], found["cut_ts"]),
             )
             ended.append(object_id)
     return ended
@@ -336,20 +354,18 @@ def flatten_deepest(tx: Tx, table_id: str, after: str, limit: int) -> tuple[int,
     unmasked, masks = deepest.hidden()
     # One pass in object id order (the primary key), not the level's two
     # membership_view ranges: each chunk continues where the last stopped.
-    ids = [
-        str(r[0])
-        for r in tx.tuples(
-            "SELECT m.object_id FROM membership m JOIN objects o ON o.id = m.object_id "
-            "WHERE m.table_id = ? AND m.object_id > ? AND m.added_ts <= ? "
-            f"AND (m.removed_ts IS NULL OR m.removed_ts > ?) AND o.max_ts <= ? AND {unmasked} "
-            "ORDER BY m.object_id LIMIT ?",
-            (b.table_id, after, b.base_ts, b.base_ts, b.cut_ts, *masks, limit),
-        )
-    ]
+    found = tx.tuples(
+        "SELECT m.object_id, m.max_ts, m.cut_ts FROM membership m "
+        "WHERE m.table_id = ? AND m.object_id > ? AND m.added_ts <= ? "
+        f"AND (m.removed_ts IS NULL OR m.removed_ts > ?) AND m.max_ts <= ? AND {unmasked} "
+        "ORDER BY m.object_id LIMIT ?",
+        (b.table_id, after, b.base_ts, b.base_ts, b.cut_ts, *masks, limit),
+    )
+    ids = [str(r[0]) for r in found]
     tx.executemany(
-        "INSERT INTO membership (table_id, object_id, added_ts, max_ts) "
-        "SELECT ?, id, ?, max_ts FROM objects WHERE id = ?",
-        [(table_id, first.base_ts, object_id) for object_id in ids],
+        "INSERT INTO membership (table_id, object_id, added_ts, max_ts, cut_ts) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(table_id, str(r[0]), first.base_ts, r[1], r[2]) for r in found],
     )
     if len(ids) == limit:
         return len(ids), ids[-1]

@@ -25,13 +25,14 @@ _CHUNK = 500
 
 
 # A candidate's reach through a base: a row of the base's table live at the base ts,
-# rows within the cut, and no row for the object in the inheriting table or in a
+# rows within the cut (the row's max_ts: a member held with a cut of its own
+# counts only up to it), and no row for the object in the inheriting table or in a
 # shallower level's table (those hide it: tenants.catalog.bases).
 _REACH = (
     "SELECT c.id, b.released_ts FROM cand c "
     "JOIN membership a ON a.object_id = c.id "
     "JOIN membership_bases b ON b.base_table_id = a.table_id AND a.added_ts <= b.base_ts "
-    "AND a.removed_ts > b.base_ts AND c.max_ts <= b.cut_ts "
+    "AND a.removed_ts > b.base_ts AND a.max_ts <= b.cut_ts "
     "WHERE NOT EXISTS (SELECT 1 FROM membership s WHERE s.object_id = c.id "
     "AND (s.table_id = b.table_id OR s.table_id IN (SELECT b2.base_table_id "
     "FROM membership_bases b2 WHERE b2.table_id = b.table_id AND b2.depth < b.depth)))"
@@ -218,7 +219,7 @@ def objects_shared_with_other_tenants(tx: Tx, table_id: str, tenant_id: str) -> 
         for r in tx.tuples(
             f"SELECT m.object_id {OWN_MEMBERS} AND EXISTS (SELECT 1 FROM membership_bases b "
             "LEFT JOIN tables t ON t.id = b.table_id WHERE b.base_table_id = m.table_id "
-            "AND b.released_ts IS NULL AND m.added_ts <= b.base_ts AND o.max_ts <= b.cut_ts "
+            "AND b.released_ts IS NULL AND m.added_ts <= b.base_ts AND m.max_ts <= b.cut_ts "
             "AND (t.tenant_id IS NULL OR t.tenant_id <> ?))",
             (table_id, tenant_id),
         )

@@ -288,6 +288,19 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "CREATE INDEX commits_table ON commits (table_id, ts)",
         ],
     ),
+    (
+        "instant restore: a member read only up to a cut; a job installed before its rewrite",
+        [
+            # A member that straddled a restore's point S is held with a cut: only
+            # its rows at or before cut_ts belong to the table, and its max_ts is
+            # min(object max_ts, cut_ts), so every level and plan that ranges on
+            # max_ts sees what the table really holds (docs/membership.md).
+            "ALTER TABLE membership ADD COLUMN cut_ts BIGINT",
+            # An instant job installs its tenant (straddlers held with a cut)
+            # before it rewrites them, then swaps each for its rewritten copy.
+            "ALTER TABLE restore_jobs ADD COLUMN instant INTEGER NOT NULL DEFAULT 0",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

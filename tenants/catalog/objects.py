@@ -33,6 +33,9 @@ RECORD_COLUMNS = (
     "o.min_pk, o.max_pk, o.sorted, o.checksum, o.created_ts"
 )
 
+# A member's columns: the object's, then its membership's cut (NULL when the table
+# holds every row of the object; tenants.catalog.bases).
+MEMBER_COLUMNS = f"{RECORD_COLUMNS}, m.cut_ts"
 
 OBJECT_COLUMNS = (
     "id", "object_key", "kind", "fingerprint", "row_count", "byte_size", "min_ts", "max_ts",
@@ -124,11 +127,11 @@ def live_member_tuples(
     tx: Tx, table_id: str, kind: ObjectKind | None = None
 ) -> list[tuple[Any, ...]]:
     """The table's live members, its own and inherited (of ``kind``, if given), as
-    ``RECORD_COLUMNS`` tuples in no particular order (the caller sorts the
+    ``MEMBER_COLUMNS`` tuples in no particular order (the caller sorts the
     records it builds)."""
     if kind:
-        return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS, "AND o.kind = ?", (kind,)))
-    return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS))
+        return tx.tuples(*view_select(tx, table_id, MEMBER_COLUMNS, "AND o.kind = ?", (kind,)))
+    return tx.tuples(*view_select(tx, table_id, MEMBER_COLUMNS))
 
 
 def tenant_member_rows(tx: Tx, tenant_id: str) -> list[Row]:
@@ -142,7 +145,7 @@ def tenant_member_rows(tx: Tx, tenant_id: str) -> list[Row]:
     ):
         out.extend(
             {"qualified": table["qualified"], **row}
-            for row in tx.all(*view_select(tx, table["id"], "o.*"))
+            for row in tx.all(*view_select(tx, table["id"], "o.*, m.cut_ts AS cut_ts"))
         )
     out.sort(key=lambda r: (r["qualified"], r["kind"], r["min_ts"], r["id"]))
     return out

@@ -18,7 +18,7 @@ from typing import Any
 
 from tenants.catalog.base import Tx
 from tenants.catalog.bases import delete_uninstalled_bases, view_select
-from tenants.catalog.objects import RECORD_COLUMNS
+from tenants.catalog.objects import MEMBER_COLUMNS, RECORD_COLUMNS
 from tenants.catalog.table_restore import release_locks
 
 
@@ -55,8 +55,8 @@ def pinned_member_tuples(tx: Tx, job_id: str, action: str | None = None) -> list
 
 def inherited_member_tuples(tx: Tx, table_id: str) -> list[tuple[Any, ...]]:
     """What ``table_id`` inherits through its bases (written when its job started,
-    so this answers before the install too), as ``RECORD_COLUMNS`` tuples."""
-    return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS, own=False))
+    so this answers before the install too), as ``MEMBER_COLUMNS`` tuples."""
+    return tx.tuples(*view_select(tx, table_id, MEMBER_COLUMNS, own=False))
 
 
 def inherited_key_sizes(tx: Tx, table_id: str) -> list[tuple[str, int]]:

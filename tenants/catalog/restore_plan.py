@@ -15,7 +15,7 @@ from typing import Any
 
 from tenants.catalog.base import Row, Tx
 from tenants.catalog.bases import chunked, view_select, views_select
-from tenants.catalog.objects import RECORD_COLUMNS
+from tenants.catalog.objects import MEMBER_COLUMNS
 
 
 def plan_table_rows(tx: Tx, tenant_id: str, at_ts: int, oldest_needed: int) -> list[Row]:
@@ -58,7 +58,7 @@ def schema_version_rows(tx: Tx, table_ids: Sequence[str]) -> dict[str, list[Row]
 
 def members_after_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
     """The table's live members with a row after ``at_ts`` (a restore to ``at_ts``
-    rewrites or skips them, and reuses the rest), as ``RECORD_COLUMNS`` tuples
+    rewrites or skips them, and reuses the rest), as ``MEMBER_COLUMNS`` tuples
     in no particular order."""
     return _member_tuples(tx, table_id, "AND m.max_ts > ?", (at_ts,))
 
@@ -69,7 +69,7 @@ def members_after_by_table(
     """``members_after_tuples`` of many tables, by table id, read in one
     statement per ``CHUNK`` of tables (``views_select``)."""
     out: dict[str, list[tuple[Any, ...]]] = {table_id: [] for table_id in table_ids}
-    for sql, params in views_select(tx, table_ids, RECORD_COLUMNS, "AND m.max_ts > ?", (at_ts,)):
+    for sql, params in views_select(tx, table_ids, MEMBER_COLUMNS, "AND m.max_ts > ?", (at_ts,)):
         for row in tx.tuples(sql, params):
             out[str(row[0])].append(tuple(row[1:]))
     return out
@@ -78,12 +78,12 @@ def members_after_by_table(
 def _member_tuples(
     tx: Tx, table_id: str, where: str, params: tuple[Any, ...]
 ) -> list[tuple[Any, ...]]:
-    return tx.tuples(*view_select(tx, table_id, RECORD_COLUMNS, where, params))
+    return tx.tuples(*view_select(tx, table_id, MEMBER_COLUMNS, where, params))
 
 
 def members_at_tuples(tx: Tx, table_id: str, at_ts: int) -> list[tuple[Any, ...]]:
     """The live members with rows at or before ``at_ts`` (reused or rewritten), as
-    ``RECORD_COLUMNS`` tuples in no particular order."""
+    ``MEMBER_COLUMNS`` tuples in no particular order."""
     return _member_tuples(tx, table_id, "AND o.min_ts <= ?", (at_ts,))
 
 
