@@ -1,5 +1,10 @@
 """Cancelling a restore job: never what a live job or an installed tenant references.
 
+An instant job that installed its tenant and still rewrites is cancelled too,
+but only its rewrite is: the tenant stays, reading its straddlers through
+their cuts (correct, only slower to scan), and only the rewritten copies no
+table took are deleted.
+
 A job that a live process runs is only asked to stop (its lease's
 ``stop_requested_us``); the holder then cancels its own job. Otherwise one
 transaction marks the job cancelled, releases its pins and forgets a logical
@@ -16,6 +21,7 @@ import time
 
 from engine.restore.journal import ACTIVE_STATES, JobRecord, load_job, transition
 from engine.restore.lease import JobBusy, describe, lease_live, lease_seconds
+from engine.restore.swap import unswapped_outputs
 from tenants.catalog import Tx
 from tenants.catalog.base import wall_clock_us
 from tenants.catalog.install import installed_tenant
@@ -85,8 +91,10 @@ def _ask_to_stop(store: TableStore, job: JobRecord, wait_s: float) -> JobRecord:
         time.sleep(0.1)
 
 
-def _refuse_finished(tx: Tx, job: JobRecord) -> None:
-    """A done or cancelled job, or one whose tenant is installed, is not cancelled."""
+def _refuse_finished(tx: Tx, job: JobRecord) -> bool:
+    """A done or cancelled job, or one whose tenant is installed, is not cancelled;
+    returns whether it is an instant job whose tenant is installed (only its
+    rewrite is cancelled)."""
     state = job_state(tx, job.id)
     installed = (
         tables_installed_by(tx, job.id) > 0
@@ -95,6 +103,8 @@ def _refuse_finished(tx: Tx, job: JobRecord) -> None:
     )
     if state == "cancelled":
         raise InvalidArgument(f"restore job {job.id} is cancelled; it cannot be cancelled")
+    if installed and job.instant and state != "done":
+        return True
     if installed and job.plan.into_existing_tenant:
         raise AlreadyInstalled(
             f"restore job {job.id} already installed its tables into tenant "
@@ -114,6 +124,7 @@ def _refuse_finished(tx: Tx, job: JobRecord) -> None:
             f"cancelled; to undo it, restore {job.plan.target_name!r} to a time before it "
             f"(`rewind history {job.plan.target_name}` lists the retired tenant and its snapshots)"
         )
+    return False
 
 
 def output_prefixes(job: JobRecord) -> list[str]:
@@ -135,7 +146,7 @@ def cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobR
     process, which may cancel only when no live process holds the lease.
     """
     with store.catalog.transaction() as tx:
-        _refuse_finished(tx, job)
+        rewrite_only = _refuse_finished(tx, job)
         row = job_lease(tx, job.id)
         assert row is not None
         if holder is None and lease_live(row):
@@ -149,6 +160,20 @@ def cancel_now(store: TableStore, job: JobRecord, *, holder: str | None) -> JobR
             from engine.logical.reload import wipe_staging
 
             wipe_staging(tx, job.plan.new_tenant_id)
+    if rewrite_only:
+        # The tenant stays: only the rewritten copies no swap installed go (a swap
+        # is conditional on the job's state, so none installs one from here on).
+        unused = unswapped_outputs(store.catalog, job.plan)
+        store.objects.delete_many(unused)
+        log.info(
+            "restore job %s: rewrite cancelled; tenant %s@%s stays, reading its remaining "
+            "straddlers through their cuts (%d unused copies deleted)",
+            job.id,
+            job.plan.target_name,
+            job.plan.new_tenant_id,
+            len(unused),
+        )
+        return load_job(store.catalog, job.id)
     # The catalog now says: no tenant was installed from this job and no process
     # will install one (a paused holder's install is conditional on its lease and
     # on the job's state). Its outputs are unreferenced; a crash here leaves them

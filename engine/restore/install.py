@@ -32,6 +32,7 @@ from tenants.catalog.install import (
     install_reused_members,
 )
 from tenants.catalog.jobs import mark_installed
+from tenants.catalog.objects import insert_cut_members
 from tenants.catalog.pins import release_pins
 from tenants.catalog.table_restore import (
     drop_replaced_tables,
@@ -57,11 +58,17 @@ def install(
     *,
     retention_us: int = DEFAULT_RETENTION_US,
     holder: str | None = None,
+    instant: bool = False,
 ) -> Installed:
     """Install the restored tenant (or tables) and mark the job done, in one transaction.
 
     ``holder`` is the job's lease holder: a process that lost the lease (or
     whose job was cancelled meanwhile) installs nothing.
+
+    ``instant``: install before the rewrite. Each straddler joins its new table
+    as it is, held with a cut at S (readers keep its rows at or before S); the
+    job moves on to ``rewriting`` instead of ``done`` and keeps its pins, and
+    ``engine.restore.swap`` later replaces each by its rewritten copy.
 
     Raises:
         LeaseLost: another process holds the job, or it is no longer installing.
@@ -69,10 +76,16 @@ def install(
             tenant changed while the job ran; nothing is installed.
     """
     with catalog.transaction() as tx:
-        transition(tx, plan.job_id, "done", expect=("installing",), holder=holder)
+        transition(
+            tx,
+            plan.job_id,
+            "rewriting" if instant else "done",
+            expect=("installing",),
+            holder=holder,
+        )
         ts = tx.commit_ts()
         if plan.into_existing_tenant:
-            target = _install_tables(tx, plan, results, ts)
+            target = _install_tables(tx, plan, results, ts, instant)
         else:
             hand_over_name(
                 tx,
@@ -90,9 +103,10 @@ def install(
                 ts,
                 {name: db for name, (db, _) in plan.databases.items()},
             )
-            _install_objects(tx, plan, results, ts)
+            _install_objects(tx, plan, results, ts, instant)
             target = tenant_by_id(tx, plan.new_tenant_id)
-        release_pins(tx, plan.job_id)
+        if not instant:  # an instant job's straddlers stay pinned until it is done
+            release_pins(tx, plan.job_id)
         mark_installed(tx, plan.job_id, ts)
         return Installed(target, ts)
 
@@ -111,7 +125,7 @@ def _create_tenant(tx: Tx, plan: RestorePlan, ts: int) -> None:
 
 
 def _install_tables(
-    tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int
+    tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int, instant: bool
 ) -> TenantRecord:
     """A table or database restore: drop the tables it replaces (the job holds
     them) and create the new ones in the existing tenant, created at ``ts``
@@ -146,14 +160,18 @@ def _install_tables(
         ],
     )
     insert_schema_history(tx, plan)
-    _install_objects(tx, plan, results, ts)
+    _install_objects(tx, plan, results, ts, instant)
     touch_tenant(tx, target.id, ts)
     for table_id in plan.replaced_table_ids:
         record_commit(tx, target.id, ts, table_id, "replace")
     written = {r.task_id: r.output for r in results}
     for table in plan.tables:
         reused, reused_bytes = table.totals()["reuse"]
-        rewritten = [written[o.id] for o in table.rewrites if o.id in written]
+        rewritten = (
+            list(table.rewrites)  # held with a cut until swapped
+            if instant
+            else [written[o.id] for o in table.rewrites if o.id in written]
+        )
         record_commit(
             tx,
             target.id,
@@ -166,9 +184,12 @@ def _install_tables(
     return tenant_by_id(tx, target.id)
 
 
-def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int) -> None:
+def _install_objects(
+    tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult], ts: int, instant: bool = False
+) -> None:
     """Reused objects are inherited (the job's bases, written when it started), and
-    counted in the new tables' totals from the plan; rewritten ones are new objects.
+    counted in the new tables' totals from the plan; rewritten ones are new objects,
+    or, ``instant``, the straddlers themselves held with a cut at S.
     A job an earlier Rewind started has its reused objects in its pins instead."""
     add_totals(
         tx, ((table.new_table_id, *group) for table in plan.tables for group in table.reuse_groups)
@@ -180,6 +201,16 @@ def _install_objects(tx: Tx, plan: RestorePlan, results: Sequence[RewriteResult]
             ):
                 recount(tx, table.new_table_id)
     out_table = {task.task_id: task.out_table_id for task in plan.tasks}
+    if instant:
+        insert_cut_members(
+            tx,
+            [
+                (task.out_table_id, task.input, task.input.read_ts(plan.at_ts))
+                for task in plan.tasks
+            ],
+            ts,
+        )
+        return
     missing = set(out_table) - {r.task_id for r in results}
     if missing:
         raise InvalidArgument(

@@ -1,5 +1,9 @@
 """The restore job: plan → rewrite → verify → install, journaled and resumable.
 
+An instant job runs plan → install → rewrite → verify → swap instead: its
+install makes the tenant usable at once, each straddler held with a cut at S,
+and the swap (``engine.restore.swap``) replaces each by its rewritten copy.
+
 Reads as values handed along one line. Each step's outcome is journaled
 before the next starts; a crash anywhere leaves the source untouched (the
 restore only ever writes under the new tenant's prefix and, at the very end,
@@ -60,19 +64,22 @@ from engine.restore.lease import (
 from engine.restore.members import PlanOutdated, require_current_pins
 from engine.restore.plan import plan_restore
 from engine.restore.source import source_at
+from engine.restore.swap import swap_rewrites
 from engine.restore.verify import verify as verify_step
 from tenants.catalog import Tx
-from tenants.catalog.jobs import mark_installed
+from tenants.catalog.jobs import end_lease, mark_installed
 from tenants.catalog.pins import release_pins
 from tenants.errors import InvalidArgument, RewindError
 from tenants.progress import step
 from tenants.store import TableStore
-from tenants.tenancy import TenantRecord
+from tenants.tenancy import TenantRecord, tenant_by_id
 
 log = logging.getLogger(__name__)
 # A busy source may change between planning and pinning; each try takes a fraction of a second.
 PLAN_ATTEMPTS = 3
 Progress = Callable[[RewriteResult], None]
+# Told as soon as an instant job's tenant is installed (usable), before the rewrite.
+OnInstalled = Callable[[Installed], None]
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,8 @@ class RestoreOutcome:
     executor_reason: str = ""  # why this executor (the plan output prints it)
     workers: tuple[str, ...] = ()  # the processes that ran rewrite tasks ("host pid N")
     installed_ts: int | None = None  # the install's commit ts (physical restores)
+    instant: bool = False  # installed before the rewrite
+    rewrite_pending: bool = False  # instant, not waited for: `--resume JOB` runs the rewrite
 
 
 def restore_tenant(
@@ -104,8 +113,16 @@ def restore_tenant(
     method: Method = "auto",
     progress: Progress | None = None,
     executors: Executors = EXECUTORS_FACTORY,
+    instant: bool = False,
+    wait: bool = True,
+    on_installed: OnInstalled | None = None,
 ) -> RestoreOutcome:
     """Restore ``tenant`` to ``point`` (snapshot name, ISO instant or ts).
+
+    ``instant``: install first, the straddlers held with a cut at S, so the
+    tenant is usable before a byte is rewritten (``on_installed`` is told
+    then); the rewrite and swap follow in the same job, or, with
+    ``wait=False``, are left journaled for ``resume_restore`` (any host).
 
     ``method`` is ``physical`` (reuse objects, rewrite straddlers), ``logical``
     (dump at S to the warehouse's staging area, reload, swap) or ``auto``,
@@ -127,6 +144,9 @@ def restore_tenant(
         method=method,
         progress=progress,
         executors=executors,
+        instant=instant,
+        wait=wait,
+        on_installed=on_installed,
     )
 
 
@@ -139,18 +159,32 @@ def run_restore(
     method: Method = "auto",
     progress: Progress | None = None,
     executors: Executors = EXECUTORS_FACTORY,
+    instant: bool = False,
+    wait: bool = True,
+    on_installed: OnInstalled | None = None,
 ) -> RestoreOutcome:
     """Plan with ``make_plan``, journal the job and run it: every restore's path
     (a tenant, a database, a table). A plan that GC outdated before its job
-    started is made again, up to ``PLAN_ATTEMPTS`` times.
+    started is made again, up to ``PLAN_ATTEMPTS`` times. ``instant``, ``wait``
+    and ``on_installed`` as ``restore_tenant`` says.
 
     Raises:
-        InvalidArgument: an unknown executor, verify level or method.
+        InvalidArgument: an unknown executor, verify level or method, or
+            ``instant`` with the logical method (or ``wait=False`` without it).
         PlanOutdated: GC kept outdating the plan.
         RewindError: as ``make_plan`` and the job's steps raise.
     """
     check_level(verify)
     check_method(method)
+    if instant and method == "logical":
+        raise InvalidArgument(
+            "an instant restore is physical: it installs the source's objects in place and "
+            "rewrites the straddling ones after; drop --instant, or use --method physical"
+        )
+    if not wait and not instant:
+        raise InvalidArgument(
+            "--no-wait leaves an instant restore's rewrite for later; add --instant"
+        )
     for attempt in range(1, PLAN_ATTEMPTS + 1):
         started = time.perf_counter()
         plan = make_plan()
@@ -172,6 +206,7 @@ def run_restore(
                 verify=verify,
                 method=chosen,
                 lease=(lease.holder, lease.expiry_us()),
+                instant=instant and chosen == "physical",
             )
             break
         except PlanOutdated:
@@ -192,7 +227,9 @@ def run_restore(
         plan.totals(),
     )
     lease.begin()
-    outcome = _run(store, job, lease, progress, {"plan": planned}, executors)
+    outcome = _run(
+        store, job, lease, progress, {"plan": planned}, executors, on_installed, wait=wait
+    )
     return replace(outcome, executor_reason=choice.reason)
 
 
@@ -212,8 +249,9 @@ def resume_restore(
     job = load_job(store.catalog, job_id)
     if job.state in ("done", "cancelled"):
         raise InvalidArgument(f"restore job {job_id} is {job.state}; there is nothing to resume")
-    with store.catalog.snapshot() as tx:
-        require_current_pins(tx, job.id, job.plan.source.ref)
+    if job.installed_ts is None:  # an installed job's tables hold what it reads
+        with store.catalog.snapshot() as tx:
+            require_current_pins(tx, job.id, job.plan.source.ref)
     lease = JobLease(store.catalog, job_id)
     lease.acquire(active_states=ACTIVE_STATES)
     # Read the job again under the lease: another process may have finished or
@@ -258,15 +296,28 @@ def _run(
     progress: Progress | None,
     seconds: dict[str, float],
     executors: Executors,
+    on_installed: OnInstalled | None = None,
+    *,
+    wait: bool = True,
 ) -> RestoreOutcome:
     """Run the job under ``lease`` (held by this process; closed on the way out)."""
     with lease:
         try:
             if job.method == "logical":
                 return _run_logical(store, job, lease, seconds)
+            if job.instant:
+                return _run_instant(
+                    store, job, lease, progress, seconds, executors, on_installed, wait
+                )
             return _run_physical(store, job, lease, progress, seconds, executors)
         except StopRequested as e:
-            cancel_now(store, job, holder=lease.holder)
+            cancelled = cancel_now(store, job, holder=lease.holder)
+            if cancelled.installed_ts is not None:
+                raise RestoreCancelled(
+                    f"restore job {job.id}: its rewrite was cancelled on request; tenant "
+                    f"{job.plan.target_name}@{job.plan.new_tenant_id} stays installed, reading "
+                    "its remaining straddling objects through their cuts"
+                ) from e
             raise RestoreCancelled(
                 f"restore job {job.id} of tenant {job.plan.source.ref} was cancelled on request; "
                 "its outputs and pins are removed and the source was never touched"
@@ -315,6 +366,74 @@ def _run_physical(
         "tenant %s: restore job %s installed as %s", plan.source.ref, job.id, installed.tenant.ref
     )
     return _outcome(job, executor_name, results, verified, installed, seconds)
+
+
+def _run_instant(
+    store: TableStore,
+    job: JobRecord,
+    lease: JobLease,
+    progress: Progress | None,
+    seconds: dict[str, float],
+    executors: Executors,
+    on_installed: OnInstalled | None,
+    wait: bool,
+) -> RestoreOutcome:
+    """The instant path: install (straddlers held with a cut at S), then rewrite,
+    verify and swap. A resumed job that installed already starts at the rewrite.
+
+    Raises:
+        LeaseLost: another process holds the job now.
+    """
+    plan = job.plan
+    catalog = store.catalog
+    holder = lease.holder
+    lease.poll()
+    if job.installed_ts is None:
+        set_state(catalog, job.id, "installing", expect=ACTIVE_STATES, holder=holder)
+        with _timed(seconds, "install"):
+            installed = install(catalog, plan, [], holder=holder, instant=True)
+        log.info(
+            "tenant %s: restore job %s installed %s before its rewrite: %d straddling object(s) "
+            "read through a cut at ts %d until swapped",
+            plan.source.ref,
+            job.id,
+            installed.tenant.ref,
+            len(plan.tasks),
+            plan.at_ts,
+        )
+        if on_installed is not None:
+            on_installed(installed)
+    else:
+        with catalog.snapshot() as tx:
+            installed = Installed(tenant_by_id(tx, plan.new_tenant_id), job.installed_ts)
+        set_state(catalog, job.id, "rewriting", expect=ACTIVE_STATES, holder=holder)
+    if not wait:
+        with catalog.transaction() as tx:
+            end_lease(tx, job.id, holder)
+        return replace(
+            _outcome(job, job.executor, [], Verified(check_level(job.verify)), installed, seconds),
+            instant=True,
+            rewrite_pending=True,
+        )
+    with _timed(seconds, "rewrite"):
+        results, executor_name = _rewrite(store, job, lease, progress, executors)
+    lease.poll()
+    finish(catalog, job, "rewrite", results, holder=holder)
+    with _timed(seconds, "verify"):
+        verified = verify_step(catalog, store.objects, plan, results, check_level(job.verify))
+    lease.poll()
+    finish(catalog, job, "verify", verified, holder=holder)
+    with _timed(seconds, "swap"):
+        swap_rewrites(catalog, store.objects, plan, results, holder=holder, checkpoint=lease.poll)
+    log.info(
+        "tenant %s: restore job %s swapped in %d rewritten object(s); done",
+        plan.source.ref,
+        job.id,
+        len(results),
+    )
+    return replace(
+        _outcome(job, executor_name, results, verified, installed, seconds), instant=True
+    )
 
 
 def _rewrite(

@@ -60,6 +60,14 @@ class JobRecord:
     lease_holder: str | None = None
     lease_expires_us: int | None = None
     stop_requested_us: int | None = None
+    # Installed before its rewrite: the tenant reads its straddlers through cuts
+    # until the job swaps in their rewritten copies (docs/membership.md).
+    instant: bool = False
+
+    @property
+    def rewrite_pending(self) -> bool:
+        """Whether the job installed its tenant and still has a rewrite to finish."""
+        return self.instant and self.installed_ts is not None and self.state != "done"
 
     @property
     def lease_row(self) -> Row:
@@ -81,6 +89,7 @@ class JobRecord:
             row.get("lease_holder"),
             row.get("lease_expires_us"),
             row.get("stop_requested_us"),
+            bool(row.get("instant") or 0),
         )
 
 
@@ -97,8 +106,11 @@ def start_job(
     verify: str,
     method: str = "physical",
     lease: tuple[str, int] | None = None,
+    instant: bool = False,
 ) -> JobRecord:
     """Journal the plan, its tasks and pins in one transaction; take the tenant lock.
+
+    An ``instant`` job installs before it rewrites (``engine.restore.swap``).
 
     ``lease`` (holder, expiry in wall-clock µs) makes the caller the job's
     holder from its first commit, so no other process can resume it meanwhile.
@@ -134,6 +146,7 @@ def start_job(
             ts=ts,
             lease=lease,
             scope=plan.scope,
+            instant=instant,
         )
         if plan.replaced_table_ids or plan.locked_database_id:
             # Writes and DDL to what the install replaces are refused from here on.

@@ -53,6 +53,7 @@ def insert_job(
     ts: int,
     lease: tuple[str, int] | None,
     scope: str = "tenant",
+    instant: bool = False,
 ) -> None:
     """Journal a new job as ``planned`` at ``ts``, holding ``lock_name``; ``lease``
     (holder, expiry µs) makes its starter the holder from the first commit.
@@ -82,6 +83,7 @@ def insert_job(
                 ts,
                 *(lease if lease is not None else (None, None)),
                 scope,
+                int(instant),
             ),
         )
 
@@ -90,8 +92,8 @@ def _insert_job_row(tx: Tx, values: tuple[object, ...]) -> None:
     tx.execute(
         "INSERT INTO restore_jobs (id, lock_name, source_tenant_id, replaced_tenant_id, "
         "new_tenant_id, target_name, at_ts, mode, method, state, executor, verify, "
-        "created_ts, updated_ts, lease_holder, lease_expires_us, scope) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?, ?, ?)",
+        "created_ts, updated_ts, lease_holder, lease_expires_us, scope, instant) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'planned', ?, ?, ?, ?, ?, ?, ?, ?)",
         values,
     )
 
@@ -209,6 +211,16 @@ def set_job_state(
 def mark_installed(tx: Tx, job_id: str, ts: int) -> None:
     """Record the commit ts of the transaction that installed the job's tenant."""
     tx.execute("UPDATE restore_jobs SET installed_ts = ? WHERE id = ?", (ts, job_id))
+
+
+def end_lease(tx: Tx, job_id: str, holder: str) -> int:
+    """Give up ``holder``'s lease on the job (an instant job left to run later, from
+    any host); returns 0 if ``holder`` did not hold it."""
+    return tx.execute(
+        "UPDATE restore_jobs SET lease_holder = NULL, lease_expires_us = NULL "
+        "WHERE id = ? AND lease_holder = ?",
+        (job_id, holder),
+    )
 
 
 def take_lease(tx: Tx, job_id: str, holder: str, expires_us: int) -> None:

@@ -149,3 +149,52 @@ def tenant_member_rows(tx: Tx, tenant_id: str) -> list[Row]:
         )
     out.sort(key=lambda r: (r["qualified"], r["kind"], r["min_ts"], r["id"]))
     return out
+
+
+def insert_cut_members(tx: Tx, members: Sequence[tuple[str, ObjectRecord, int]], ts: int) -> None:
+    """Make each ``(table_id, record, cut_ts)`` a live member of its table from ``ts``,
+    holding only the object's rows at or before ``cut_ts``: an instant restore's
+    straddlers, installed before they are rewritten. The object stays where it
+    is (another table's); the row's ``max_ts`` is what the table holds of it."""
+    tx.insert_many(
+        "membership",
+        ("table_id", "object_id", "added_ts", "max_ts", "cut_ts"),
+        (
+            (table_id, record.id, ts, min(record.max_ts, cut), cut)
+            for table_id, record, cut in members
+        ),
+    )
+    add_totals(tx, ((t, r.kind, r.fingerprint, 1, r.bytes) for t, r, _ in members))
+
+
+def swap_cut_member(tx: Tx, table_id: str, object_id: str, copy: ObjectRecord, ts: int) -> bool:
+    """Replace the table's cut member ``object_id`` by ``copy`` (its rows up to the
+    cut, rewritten; registered here) at ``ts``. Returns False, changing nothing,
+    when the table no longer holds ``object_id`` with a cut (a compaction or a
+    drop ended it first): the copy is then not needed."""
+    ended = tx.execute(
+        "UPDATE membership SET removed_ts = ? WHERE table_id = ? AND object_id = ? "
+        "AND removed_ts IS NULL AND cut_ts IS NOT NULL",
+        (ts, table_id, object_id),
+    )
+    if ended != 1:
+        return False
+    subtract_objects(tx, table_id, [object_id])
+    insert_object(tx, copy)
+    add_member(tx, table_id, copy.id, ts)
+    return True
+
+
+def registered_keys(tx: Tx, keys: Sequence[str]) -> set[str]:
+    """Those of ``keys`` that an ``objects`` row names."""
+    found: set[str] = set()
+    for start in range(0, len(keys), 500):
+        chunk = list(keys[start : start + 500])
+        marks = ", ".join("?" for _ in chunk)
+        found.update(
+            str(r[0])
+            for r in tx.tuples(
+                f"SELECT object_key FROM objects WHERE object_key IN ({marks})", chunk
+            )
+        )
+    return found
