@@ -17,6 +17,7 @@ from restore_helpers import SCHEMA, rows
 from engine.gc.run import run_gc
 from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import load_job
+from engine.restore.tables import restore_table
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.errors import InvalidArgument
 from tenants.store import TableStore
@@ -155,3 +156,22 @@ def test_no_wait_without_instant_and_instant_logical_are_refused(store: TableSto
         restore_tenant(store, "acme", "s", to="copy", wait=False)
     with pytest.raises(InvalidArgument, match="instant restore is physical"):
         restore_tenant(store, "acme", "s", to="copy", instant=True, method="logical")
+
+
+def test_an_instant_table_restore_in_place_reads_as_of_s_and_keeps_other_tables(
+    store: TableStore,
+) -> None:
+    straddling_tenant(store)
+    store.create_table("acme", "db", "other", SCHEMA)
+    store.write("acme", "db", "other", upserts=rows((1, "kept")))
+    expected = store.read("acme", "db", "items", as_of="s").to_pylist()
+    outcome = restore_table(store, "acme", "db.items", "s", instant=True, wait=False)
+    assert outcome.rewrite_pending
+    assert store.read("acme", "db", "items").to_pylist() == expected
+    store.write("acme", "db", "items", upserts=rows((800, "during")))
+    resume_restore(store, outcome.job_id)
+    assert store.read("acme", "db", "items").to_pylist() == sorted(
+        [*expected, {"id": 800, "v": "during"}], key=lambda r: r["id"]
+    )
+    assert store.read("acme", "db", "other").to_pylist() == [{"id": 1, "v": "kept"}]
+    assert cut_members(store, "acme") == []

@@ -10,7 +10,7 @@ Its install adds the new tables to a tenant that exists, in one transaction.
 from __future__ import annotations
 
 from engine.pipeline import ExecutorName, VerifyLevel
-from engine.restore.job import Progress, RestoreOutcome, run_restore
+from engine.restore.job import OnInstalled, Progress, RestoreOutcome, run_restore
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
 from tenants.store import TableStore
 
@@ -26,11 +26,16 @@ def restore_table(
     executor: ExecutorName = "auto",
     verify: VerifyLevel = "objects",
     progress: Progress | None = None,
+    instant: bool = False,
+    wait: bool = True,
+    on_installed: OnInstalled | None = None,
 ) -> RestoreOutcome:
     """Restore ``table`` (``DB.TABLE``) of ``tenant`` to ``point`` (snapshot name,
     time or ts): in place, the table's content and schema become what they
     were then and every other table keeps every write; ``to`` (``DB.NEW``)
     makes a new table beside it; ``to_tenant`` makes it in another tenant.
+    ``instant``, ``wait`` and ``on_installed`` as for
+    :func:`engine.restore.job.restore_tenant`: installed before the rewrite.
 
     Raises:
         NotFound, UnprotectedTime, AlreadyExists: bad input; nothing changed.
@@ -44,6 +49,9 @@ def restore_table(
         verify=verify,
         method="physical",
         progress=progress,
+        instant=instant,
+        wait=wait,
+        on_installed=on_installed,
     )
 
 
@@ -58,10 +66,14 @@ def restore_database(
     executor: ExecutorName = "auto",
     verify: VerifyLevel = "objects",
     progress: Progress | None = None,
+    instant: bool = False,
+    wait: bool = True,
+    on_installed: OnInstalled | None = None,
 ) -> RestoreOutcome:
     """Restore every table of ``database`` to ``point``, in one install: tables
     created after it are dropped, tables dropped since come back. ``to`` and
-    ``to_tenant`` as for :func:`restore_table` (a new database)."""
+    ``to_tenant``, ``instant``, ``wait`` and ``on_installed`` as for
+    :func:`restore_table` (a new database)."""
     return run_restore(
         store,
         lambda: plan_database_restore(
@@ -71,6 +83,9 @@ def restore_database(
         verify=verify,
         method="physical",
         progress=progress,
+        instant=instant,
+        wait=wait,
+        on_installed=on_installed,
     )
 
 
