@@ -4,7 +4,9 @@ Hypothesis generates histories of writes (new keys, updates, deletes, a key
 deleted and upserted in one commit) on two tables, snapshots created and
 dropped, partial and full compactions, restores (clones and in place, of
 active and of dropped tenants, at snapshots and at "now"), table restores in
-place (the replaced table stays readable at earlier snapshots), tenant drops,
+place (the replaced table stays readable at earlier snapshots), each run
+rewrite-first, instant, or instant with its rewrite left pending (its
+straddlers held with a cut) until a later step resumes or cancels it, tenant drops,
 purges, clock moves (minutes to past the retention) and GC runs (no grace, or
 the real one-hour grace) interleaved. Each tenant id has its own oracle: a
 restore copies its source's events up to the restore point.
@@ -36,13 +38,14 @@ from oracle import ModelTable, Oracle, Row
 
 from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
-from engine.restore.job import restore_tenant
+from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import load_job
 from engine.restore.tables import restore_table
 from tenants.catalog.base import wall_clock_us
 from tenants.catalog.totals import counted, totals_of
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.embedded_s3 import EmbeddedS3
+from tenants.errors import RestoreInProgress
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 from tenants.times import US
@@ -101,11 +104,19 @@ class Compact:
     target_bytes: int
 
 
+# How a restore runs: rewrite first; instant (installed before its rewrite, which
+# follows in the same call); or instant without waiting (the rewrite stays journaled
+# until a FinishRewrite resumes or cancels it, while everything else goes on).
+REWRITE_FIRST, INSTANT, INSTANT_NO_WAIT = 0, 1, 2
+modes = st.sampled_from([REWRITE_FIRST, INSTANT, INSTANT_NO_WAIT])
+
+
 @dataclass(frozen=True)
 class Restore:
     pick: int  # source: any tenant that is not purged
     point: int  # index into its snapshots + [now]
     in_place: bool  # only for an active source; else a clone
+    mode: int = REWRITE_FIRST
 
 
 @dataclass(frozen=True)
@@ -113,6 +124,13 @@ class RestoreTable:
     pick: int  # an active tenant
     table: str
     point: int  # index into its snapshots + [now]
+    mode: int = REWRITE_FIRST
+
+
+@dataclass(frozen=True)
+class FinishRewrite:
+    pick: int  # among the instant jobs whose rewrite is pending
+    cancel: bool  # abandon it (the tenant keeps reading through cuts) or resume it
 
 
 @dataclass(frozen=True)
@@ -148,6 +166,7 @@ Op = (
     | Purge
     | Advance
     | Gc
+    | FinishRewrite
 )
 
 
@@ -187,9 +206,10 @@ ops: st.SearchStrategy[Op] = st.one_of(
         st.booleans(),
         st.sampled_from([1, 1_000, DEFAULT_TARGET_BYTES]),
     ),
-    st.builds(Restore, picks, st.integers(0, 9), st.booleans()),
-    st.builds(Restore, picks, st.integers(0, 9), st.booleans()),
-    st.builds(RestoreTable, picks, st.sampled_from(["items", "orders"]), st.integers(0, 9)),
+    st.builds(Restore, picks, st.integers(0, 9), st.booleans(), modes),
+    st.builds(Restore, picks, st.integers(0, 9), st.booleans(), modes),
+    st.builds(RestoreTable, picks, st.sampled_from(["items", "orders"]), st.integers(0, 9), modes),
+    st.builds(FinishRewrite, picks, st.booleans()),
     st.builds(DropTenant, picks),
     st.builds(DropTenant, picks),
     st.builds(Purge, picks),
@@ -213,7 +233,7 @@ def histories(draw: st.DrawFn) -> list[Op]:
         Snapshot(draw(picks)),
         *draw(part),
         *draw(st.lists(writes(), min_size=1, max_size=2)),
-        draw(st.builds(Restore, picks, st.integers(0, 9), st.booleans())),
+        draw(st.builds(Restore, picks, st.integers(0, 9), st.booleans(), modes)),
         *draw(part),
         draw(st.builds(Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0]))),
         *draw(part),
@@ -285,6 +305,7 @@ class Model:
             catalog_uri, f"s3://{bucket}/wh", s3=s3.settings, clock=self.clock
         )
         self.tenants: list[Tenant] = []  # in creation order
+        self.pending: list[str] = []  # instant jobs whose rewrite waits for a FinishRewrite
         self.made = 0
         self.gcs = 0
         for name in ("t0", "t1"):
@@ -369,8 +390,39 @@ class Model:
                 tenant.snapshots.clear()
         elif isinstance(op, Advance):
             self.clock.fixed += op.us
+        elif isinstance(op, FinishRewrite):
+            self.finish_rewrite(op)
         else:
             self.gc(op)
+
+    def restore_options(self, mode: int) -> dict[str, Any]:
+        return {"instant": mode != REWRITE_FIRST, "wait": mode != INSTANT_NO_WAIT}
+
+    def started(self, outcome: RestoreOutcome, mode: int) -> None:
+        """Note an instant job left pending, after checking the restored tenant holds
+        its straddlers with a cut meanwhile."""
+        if mode == INSTANT_NO_WAIT:
+            assert outcome.rewrite_pending
+            self.pending.append(outcome.job_id)
+            if outcome.plan.tasks:
+                self.event("instant restore pending with cut members")
+        elif mode == INSTANT:
+            assert outcome.instant and not outcome.rewrite_pending
+
+    def finish_rewrite(self, op: FinishRewrite) -> None:
+        """Resume or cancel a pending instant job: no read changes either way."""
+        if not self.pending:
+            return
+        job_id = self.pending.pop(op.pick % len(self.pending))
+        if op.cancel:
+            job = cancel_restore(self.store, job_id)
+            assert job.state == "cancelled" and job.installed_ts is not None
+            self.event("instant rewrite cancelled")
+        else:
+            resume_restore(self.store, job_id)
+            assert load_job(self.store.catalog, job_id).state == "done"
+            self.event("instant rewrite resumed")
+        self.check()
 
     def restore(self, op: Restore) -> None:
         source = self.of(("active", "dropped"), op.pick)
@@ -386,7 +438,19 @@ class Model:
         point, at_ts = points[op.point % len(points)]
         in_place = op.in_place and source.state == "active"
         clone = None if in_place else self.fresh("c")
-        outcome = restore_tenant(self.store, source.ref, point, to=clone, executor="local")
+        try:
+            outcome = restore_tenant(
+                self.store,
+                source.ref,
+                point,
+                to=clone,
+                executor="local",
+                **self.restore_options(op.mode),
+            )
+        except RestoreInProgress:  # its pending instant rewrite holds the name
+            assert self.pending
+            return
+        self.started(outcome, op.mode)
         assert outcome.plan.source.id == source.id and outcome.plan.at_ts == at_ts
         oracle = TableHistory()
         for table in source.oracle.tables:
@@ -414,7 +478,19 @@ class Model:
         now = self.store.now()
         points.append((now, now))
         point, at_ts = points[op.point % len(points)]
-        outcome = restore_table(self.store, tenant.ref, f"{DB}.{op.table}", point, executor="local")
+        try:
+            outcome = restore_table(
+                self.store,
+                tenant.ref,
+                f"{DB}.{op.table}",
+                point,
+                executor="local",
+                **self.restore_options(op.mode),
+            )
+        except RestoreInProgress:  # its pending instant rewrite holds the name
+            assert self.pending
+            return
+        self.started(outcome, op.mode)
         installed = load_job(self.store.catalog, outcome.job_id).installed_ts
         assert installed is not None
         tenant.oracle.replace(op.table, installed, at_ts)
@@ -475,14 +551,19 @@ class Model:
                 "WHERE n.purged_ts IS NULL"
             ):
                 assert totals_of(tx, table_id) == counted(tx, table_id), table_id
+            # a member's max_ts is its object's, or its cut where that is older
             assert not tx.tuples(
                 "SELECT m.object_id FROM membership m JOIN objects o ON o.id = m.object_id "
-                "WHERE m.max_ts <> o.max_ts"
+                "WHERE m.max_ts <> CASE WHEN m.cut_ts IS NOT NULL AND m.cut_ts < o.max_ts "
+                "THEN m.cut_ts ELSE o.max_ts END"
             )
 
     def finish(self) -> None:
-        """Drop every protection, wait out retention and grace, GC twice: nothing is left over."""
+        """Finish every pending rewrite, drop every protection, wait out retention and
+        grace, GC twice: nothing is left over."""
         store = self.store
+        while self.pending:
+            self.finish_rewrite(FinishRewrite(0, cancel=False))
         for tenant in self.tenants:
             if tenant.state == "purged":
                 continue

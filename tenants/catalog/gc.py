@@ -138,9 +138,10 @@ def job_ids_in(tx: Tx, states: Sequence[str]) -> set[str]:
 
 def unfinished_restore_from(tx: Tx, tenant_id: str) -> str | None:
     """The id of an unfinished restore job reading tenant ``tenant_id``, if any (such a
-    tenant must not be purged)."""
+    tenant must not be purged). An instant job that installed its tenant reads no
+    more of its source: its tables hold what its rewrite reads, and its pins too."""
     row = tx.one(
-        "SELECT id FROM restore_jobs WHERE source_tenant_id = ? "
+        "SELECT id FROM restore_jobs WHERE source_tenant_id = ? AND installed_ts IS NULL "
         "AND state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')",
         (tenant_id,),
     )
@@ -153,7 +154,7 @@ def tenants_past_retention(tx: Tx, expired_before: int) -> list[Row]:
     return tx.all(
         "SELECT * FROM tenants WHERE state = 'dropped' AND purged_ts IS NULL "
         "AND retain_until IS NOT NULL AND retain_until < ? AND id NOT IN "
-        "(SELECT source_tenant_id FROM restore_jobs WHERE state IN "
+        "(SELECT source_tenant_id FROM restore_jobs WHERE installed_ts IS NULL AND state IN "
         "('planned', 'rewriting', 'verifying', 'installing', 'failed'))",
         (expired_before,),
     )
