@@ -191,9 +191,10 @@ def run_restore(
         planned = time.perf_counter() - started
         chosen, _ = choose_method(method, plan)
         choice = executors.decide(executor, plan.totals()["rewrite"][1])
-        if choice.name == "spark" and plan.tasks and chosen == "physical":
+        if choice.name == "spark" and plan.tasks and chosen == "physical" and not instant:
             # Start Spark (and check a cluster's workers) before the job exists:
             # a worker that cannot run the tasks fails here, with nothing journaled.
+            # (An instant job installs first: Spark starts for its rewrite, after.)
             from tenants.spark_session import get_spark
 
             get_spark()
