@@ -296,6 +296,10 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             # min(object max_ts, cut_ts), so every level and plan that ranges on
             # max_ts sees what the table really holds (docs/membership.md).
             "ALTER TABLE membership ADD COLUMN cut_ts BIGINT",
+            # Every view read selects the cut: keep membership_view covering.
+            "DROP INDEX membership_view",
+            """CREATE INDEX membership_view ON membership
+                (table_id, removed_ts, max_ts, added_ts, object_id, cut_ts)""",
             # An instant job installs its tenant (straddlers held with a cut)
             # before it rewrites them, then swaps each for its rewritten copy.
             "ALTER TABLE restore_jobs ADD COLUMN instant INTEGER NOT NULL DEFAULT 0",
