@@ -19,7 +19,7 @@ from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import load_job
 from engine.restore.tables import restore_table
 from tenants.compaction import DEFAULT_TARGET_BYTES
-from tenants.errors import InvalidArgument
+from tenants.errors import InvalidArgument, ObjectMissing
 from tenants.store import TableStore
 
 
@@ -175,3 +175,14 @@ def test_an_instant_table_restore_in_place_reads_as_of_s_and_keeps_other_tables(
     )
     assert store.read("acme", "db", "other").to_pylist() == [{"id": 1, "v": "kept"}]
     assert cut_members(store, "acme") == []
+
+
+def test_an_instant_restore_installs_nothing_when_an_object_it_would_read_is_missing(
+    store: TableStore,
+) -> None:
+    straddling_tenant(store)
+    [(_, straddler)] = [p for p in store.objects_of("acme") if p[1].kind == "data"][:1]
+    store.objects.delete_many([straddler.key])
+    with pytest.raises(ObjectMissing, match="was not installed"):
+        restore_tenant(store, "acme", "s", to="copy", executor="local", instant=True)
+    assert "copy" not in {t.name for t in store.tenants()}

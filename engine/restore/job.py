@@ -66,6 +66,7 @@ from engine.restore.plan import plan_restore
 from engine.restore.source import source_at
 from engine.restore.swap import swap_rewrites
 from engine.restore.verify import verify as verify_step
+from engine.restore.verify import verify_installable
 from tenants.catalog import Tx
 from tenants.catalog.jobs import end_lease, mark_installed
 from tenants.catalog.pins import release_pins
@@ -390,6 +391,9 @@ def _run_instant(
     holder = lease.holder
     lease.poll()
     if job.installed_ts is None:
+        with _timed(seconds, "check"):
+            verify_installable(catalog, store.objects, plan, check_level(job.verify))
+        lease.poll()
         set_state(catalog, job.id, "installing", expect=ACTIVE_STATES, holder=holder)
         with _timed(seconds, "install"):
             installed = install(catalog, plan, [], holder=holder, instant=True)

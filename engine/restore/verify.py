@@ -33,9 +33,16 @@ from tenants.row_hash import RowHasher
 
 
 def verify_objects(
-    catalog: Catalog, objects: ObjectStore, plan: RestorePlan, results: Sequence[RewriteResult]
+    catalog: Catalog,
+    objects: ObjectStore,
+    plan: RestorePlan,
+    results: Sequence[RewriteResult],
+    *,
+    also: Sequence[tuple[str, int]] = (),
 ) -> tuple[int, int]:
     """Existence and size of every installed object, by listing; returns (objects, prefixes).
+    ``also``: more (key, bytes) to find (an instant job's straddlers, installed as
+    they are before their rewrite).
 
     Raises:
         ObjectMissing: an object is not listed under its prefix.
@@ -44,6 +51,7 @@ def verify_objects(
     with catalog.snapshot() as tx:
         sizes = pinned_sizes(tx, plan, "reuse")
     sizes += [(r.output.key, r.output.bytes) for r in results]
+    sizes += also
     expected: dict[str, dict[str, int]] = defaultdict(dict)
     for key, size in sizes:
         expected[key.rsplit("/", 1)[0] + "/"][key] = size
@@ -109,6 +117,24 @@ def verify_full(objects: ObjectStore, source: SourceAtS, results: Sequence[Rewri
             )
         compared += 1
     return compared
+
+
+def verify_installable(
+    catalog: Catalog, objects: ObjectStore, plan: RestorePlan, level: VerifyLevel
+) -> Verified:
+    """Before an instant job's install: every object it will reference at once (the
+    reused ones and the straddlers it holds with a cut) exists with its size, by
+    listing, so nothing is installed that cannot be read. The copies are verified
+    after the rewrite, before their swap (:func:`verify`).
+
+    Raises:
+        ObjectMissing, CorruptObject: as :func:`verify_objects`; nothing installed.
+    """
+    if level == "none":
+        return Verified(level)
+    straddlers = [(task.input.key, task.input.bytes) for task in plan.tasks]
+    found, prefixes = verify_objects(catalog, objects, plan, [], also=straddlers)
+    return Verified(level, found, prefixes)
 
 
 def verify(
