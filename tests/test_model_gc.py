@@ -27,7 +27,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -226,8 +226,29 @@ part = st.lists(ops, max_size=MAX_STEPS // 3)
 def histories(draw: st.DrawFn) -> list[Op]:
     """Free sequences, or ones that surely snapshot, restore and collect between writes,
     so objects are shared across tenants and straddle snapshots when GC runs."""
-    if draw(st.booleans()):
+    shape = draw(st.integers(0, 2))
+    if shape == 0:
         return draw(st.lists(ops, min_size=4, max_size=MAX_STEPS))
+    if shape == 1:
+        # One tenant's objects surely straddle a snapshot (writes on both sides,
+        # then a full compaction), and it is restored instantly with its rewrite
+        # left pending while the rest goes on: GC meets members held with a cut.
+        pick = draw(picks)
+        mine = st.lists(writes(), min_size=1, max_size=3).map(
+            lambda ws: [replace(w, pick=pick) for w in ws]
+        )
+        return [
+            *draw(mine),
+            Snapshot(pick),
+            *draw(mine),
+            Compact(pick, None, True, DEFAULT_TARGET_BYTES),
+            Restore(pick, 0, draw(st.booleans()), INSTANT_NO_WAIT),
+            *draw(part),
+            Gc(short=True, compact=draw(st.booleans()), threshold=0.2),
+            *draw(part),
+            FinishRewrite(0, draw(st.booleans())),
+            *draw(part),
+        ]
     return [
         *draw(st.lists(writes(), min_size=1, max_size=3)),
         Snapshot(draw(picks)),
