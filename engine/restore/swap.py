@@ -11,10 +11,12 @@ never both and never neither, and both hold the same rows.
 A swap is conditional twice: on the job's lease (a process that lost it swaps
 nothing) and on the cut member still being live. A write never conflicts with
 it: a commit adds its own members, and a compaction that merged a cut member
-first ended it, so its copy is not installed and is deleted when the job ends.
-The last transaction also moves the job to ``done`` and releases its pins. A
-kill between transactions leaves every table correct (each straddler read
-through its cut or replaced), and a resumed job skips what is swapped.
+first ended it, so its copy is not installed and is deleted before the job ends
+(one that read the cut member before its swap replaces the copy instead:
+``tenants.compaction``). The last transaction also moves the job to ``done``
+and releases its pins. A kill between transactions leaves every table correct
+(each straddler read through its cut or replaced), and a resumed job verifies
+and swaps only the straddlers still held with a cut (``still_cut``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import replace
 from engine.pipeline import RestorePlan, RewriteResult
 from engine.restore.journal import transition
 from tenants.catalog import Catalog
-from tenants.catalog.objects import registered_keys, swap_cut_member
+from tenants.catalog.objects import live_cut_members, registered_keys, swap_cut_member
 from tenants.catalog.pins import release_pins
 from tenants.objectstore import ObjectStore
 from tenants.progress import step
@@ -72,15 +74,17 @@ def swap_rewrites(
                     if swap_cut_member(tx, task.out_table_id, task.input.id, copy, ts):
                         swapped += 1
             swapping.advance(sum(r.output.bytes for r in batch))
+    # Copies no table took (their straddler was compacted or dropped first): no swap
+    # installs one from here on (each needs its cut member live, and nothing makes
+    # one live again), so they go before the job is done. A failed delete fails the
+    # job, resumable, with the copies still known by its plan, not a done job with
+    # copies no one will delete until GC's orphan sweep.
+    unused = unswapped_outputs(catalog, plan)
+    if unused:
+        objects.delete_many(unused)
     with catalog.transaction() as tx:
         transition(tx, plan.job_id, "done", expect=("installing",), holder=holder)
         release_pins(tx, plan.job_id)
-        known = registered_keys(tx, [t.out_key for t in plan.tasks])
-    # Copies no table took (their straddler was compacted or dropped first): nothing
-    # references them now; a kill here leaves them to GC's orphan sweep.
-    unused = [t.out_key for t in plan.tasks if t.out_key not in known]
-    if unused:
-        objects.delete_many(unused)
     log.info(
         "tenant %s: restore job %s swapped %d rewritten object(s) in (%d not needed)",
         plan.target_name,
@@ -89,6 +93,21 @@ def swap_rewrites(
         len(unused),
     )
     return swapped
+
+
+def still_cut(
+    catalog: Catalog, plan: RestorePlan, results: Sequence[RewriteResult]
+) -> list[RewriteResult]:
+    """The results whose straddler its table still holds with a cut: the copies a
+    swap may yet install. A resumed job verifies only these: a copy swapped in was
+    verified before, and may since have been merged by a compaction and collected
+    by GC; a copy whose straddler was merged away is never installed."""
+    tasks = {task.task_id: task for task in plan.tasks}
+    with catalog.snapshot() as tx:
+        live = live_cut_members(tx, sorted({task.out_table_id for task in plan.tasks}))
+    return [
+        r for r in results if (tasks[r.task_id].out_table_id, tasks[r.task_id].input.id) in live
+    ]
 
 
 def unswapped_outputs(catalog: Catalog, plan: RestorePlan) -> list[str]:

@@ -185,6 +185,20 @@ def swap_cut_member(tx: Tx, table_id: str, object_id: str, copy: ObjectRecord, t
     return True
 
 
+def live_cut_members(tx: Tx, table_ids: Sequence[str]) -> set[tuple[str, str]]:
+    """``(table_id, object_id)`` of every member the tables still hold with a cut:
+    an instant restore's straddlers not yet swapped for their copies or merged away."""
+    return {
+        (table_id, str(r[0]))
+        for table_id in table_ids
+        for r in tx.tuples(
+            "SELECT object_id FROM membership WHERE table_id = ? AND removed_ts IS NULL "
+            "AND cut_ts IS NOT NULL",
+            (table_id,),
+        )
+    }
+
+
 def registered_keys(tx: Tx, keys: Sequence[str]) -> set[str]:
     """Those of ``keys`` that an ``objects`` row names."""
     found: set[str] = set()
