@@ -16,14 +16,13 @@ with the tuples the CLI offers and the API checks.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from tenants.errors import InvalidArgument
-from tenants.objects import ObjectRecord, object_key
+from tenants.objects import ObjectRecord, object_key, rewritten_object_id
 from tenants.objectstore import ObjectStore
 from tenants.reads import ReadPlan
 from tenants.schema import TableSchema
@@ -157,7 +156,7 @@ class RewriteTask:
     @property
     def out_object_id(self) -> str:
         """Derived from (job, input): a retried task overwrites its own output."""
-        return hashlib.sha256(f"{self.job_id}/{self.input.id}".encode()).hexdigest()[:32]
+        return rewritten_object_id(self.job_id, self.input.id)
 
     @property
     def out_key(self) -> str:

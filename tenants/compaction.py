@@ -16,10 +16,12 @@ each pass merges runs of objects into fewer, larger ones and swaps them in
 until one merge can read them all.
 
 Outputs are swapped in by one catalog transaction per merge, conditional on
-every input still being a live member. If another compaction won the race
-the swap aborts with ``ConcurrentModification`` and its outputs are orphans
-for GC; so does the merge when GC, under a short grace, collected an input
-the winner replaced while this merge read it. Merged objects span wide ts
+every input still being a live member; a cut member that an instant restore's
+swap replaced meanwhile counts by its copy, which holds the same rows, so the
+swap never makes a compaction lose. If another compaction won the race the
+swap aborts with ``ConcurrentModification`` and its outputs are orphans for
+GC; so does the merge when GC, under a short grace, collected an input the
+winner replaced while this merge read it. Merged objects span wide ts
 ranges, which is the layout restores must handle.
 """
 
@@ -54,6 +56,7 @@ from tenants.objects import (
     live_objects,
     object_key,
     remove_members,
+    swapped_copies,
 )
 from tenants.objectstore import ObjectStore
 from tenants.progress import Share, step
@@ -513,7 +516,10 @@ def _swap(
     """Replace ``inputs`` by ``outputs`` in one transaction, iff all inputs are still live."""
     with catalog.transaction() as tx:
         ts = tx.commit_ts()
-        removed = remove_members(tx, table.id, [o.id for o in inputs], ts)
+        # An instant restore's swap may have replaced cut members this merge read by
+        # their copies, which hold the same rows: the merge replaces the copies then.
+        copies = swapped_copies(tx, table.id, [o.id for o in inputs if o.cut_ts is not None])
+        removed = remove_members(tx, table.id, [copies.get(o.id, o.id) for o in inputs], ts)
         if removed != len(inputs):
             raise ConcurrentModification(
                 f"compaction of table {table.qualified} ({table.id}) lost a race: "

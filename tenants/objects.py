@@ -8,6 +8,7 @@ range, key range, sortedness and checksum.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -19,7 +20,12 @@ import pyarrow as pa
 from tenants.catalog import Row, Tx
 from tenants.catalog.objects import add_member as add_member
 from tenants.catalog.objects import insert_object as insert_object
-from tenants.catalog.objects import live_member_tuples, tenant_member_rows
+from tenants.catalog.objects import (
+    live_member_tuples,
+    restore_job_of_table,
+    swapped_members,
+    tenant_member_rows,
+)
 from tenants.catalog.objects import remove_members as remove_members
 from tenants.schema import TS
 
@@ -28,6 +34,15 @@ ObjectKind = Literal["data", "tomb"]
 
 def object_key(tenant_id: str, table_id: str, kind: ObjectKind, object_id: str) -> str:
     return f"tenants/{tenant_id}/{table_id}/{kind}/{object_id}.parquet"
+
+
+def rewritten_object_id(job_id: str, object_id: str) -> str:
+    """The id of restore job ``job_id``'s rewritten copy of object ``object_id``.
+
+    Derived, not drawn: a retried rewrite task overwrites its own output, and a
+    compaction finds the copy an instant restore's swap put in place of a cut
+    member it merged (``swapped_copies``)."""
+    return hashlib.sha256(f"{job_id}/{object_id}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -98,6 +113,19 @@ def record_from_tuple(r: tuple[Any, ...]) -> ObjectRecord:
         r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], bool(r[10]), r[11], r[12],
         r[13] if len(r) > 13 else None,
     )  # fmt: skip
+
+
+def swapped_copies(tx: Tx, table_id: str, cut_ids: Sequence[str]) -> dict[str, str]:
+    """Of ``cut_ids`` (members the table held with a cut when a compaction read it),
+    those the restore that created the table has since swapped for their copies:
+    cut member id -> copy id. A copy holds exactly the rows the cut member held,
+    so what a merge made of the one stands for the other."""
+    if not cut_ids:
+        return {}
+    job_id = restore_job_of_table(tx, table_id)
+    if job_id is None:
+        return {}
+    return swapped_members(tx, table_id, {i: rewritten_object_id(job_id, i) for i in cut_ids})
 
 
 def live_objects(tx: Tx, table_id: str, kind: ObjectKind | None = None) -> list[ObjectRecord]:

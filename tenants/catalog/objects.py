@@ -185,6 +185,34 @@ def swap_cut_member(tx: Tx, table_id: str, object_id: str, copy: ObjectRecord, t
     return True
 
 
+def restore_job_of_table(tx: Tx, table_id: str) -> str | None:
+    """The restore job that created the table: its own (a table or database
+    restore), else its tenant's; ``None`` for a table no restore created."""
+    job = tx.scalar(
+        "SELECT COALESCE(t.restore_job_id, n.restore_job_id) FROM tables t "
+        "JOIN tenants n ON n.id = t.tenant_id WHERE t.id = ?",
+        (table_id,),
+    )
+    return None if job is None else str(job)
+
+
+def swapped_members(tx: Tx, table_id: str, copies: dict[str, str]) -> dict[str, str]:
+    """Of ``copies`` (a cut member's id -> its rewritten copy's id), those the table's
+    swap replaced by the copy, which is still a live member: the cut member's row
+    ended at the very ts the copy's began (``swap_cut_member``)."""
+    found: dict[str, str] = {}
+    for object_id, copy_id in copies.items():
+        if tx.scalar(
+            "SELECT COUNT(*) FROM membership m JOIN membership c "
+            "ON c.table_id = m.table_id AND c.added_ts = m.removed_ts "
+            "WHERE m.table_id = ? AND m.object_id = ? AND m.cut_ts IS NOT NULL "
+            "AND c.object_id = ? AND c.removed_ts IS NULL",
+            (table_id, object_id, copy_id),
+        ):
+            found[object_id] = copy_id
+    return found
+
+
 def live_cut_members(tx: Tx, table_ids: Sequence[str]) -> set[tuple[str, str]]:
     """``(table_id, object_id)`` of every member the tables still hold with a cut:
     an instant restore's straddlers not yet swapped for their copies or merged away."""
