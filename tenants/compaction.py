@@ -447,6 +447,16 @@ def _merge_inputs(
         return [r for out in outputs.values() for r in out.records], kept
 
 
+@dataclass(frozen=True)
+class RowCount:
+    """One object's rows as a full compaction of its table would see them."""
+
+    held: int
+    """Rows the table holds: all of them, or a cut member's up to its cut."""
+    unneeded: int
+    """Of those, rows no protected time needs (the compaction drops them)."""
+
+
 def count_unneeded(
     objects: ObjectStore,
     table: TableRecord,
@@ -454,9 +464,11 @@ def count_unneeded(
     guard: Protection,
     *,
     memory: int | None = None,
-) -> dict[str, int]:
-    """Rows of each object a full compaction would drop now (a dry run of its
-    decisions, reading only keys and ``__ts``), by object id."""
+) -> dict[str, RowCount]:
+    """Rows of each object the table holds and those a full compaction would drop
+    now (a dry run of its decisions, reading only keys and ``__ts``), by object
+    id. A member held with a cut counts only its rows up to the cut: the others
+    are not the table's, so they count neither as held nor as reclaimable."""
     key_schema = table.schema.key_arrow()
     pk = list(table.schema.primary_key)
     depth = _depth(records, table)
@@ -464,6 +476,7 @@ def count_unneeded(
     if shape.fan_in < depth:
         shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
     dropped = np.zeros(len(records), dtype=np.int64)
+    held = np.zeros(len(records), dtype=np.int64)
     with ExitStack() as stack:
 
         def opener(record: ObjectRecord) -> Callable[[], Iterator[pa.RecordBatch]]:
@@ -487,8 +500,12 @@ def count_unneeded(
         for round_ in merge_rounds(sources, key_schema):
             keep = keep_sorted(round_.events, pk, guard)
             src = round_.events.column(SRC).to_numpy()
+            held += np.bincount(src, minlength=len(records))
             dropped += np.bincount(src[~keep], minlength=len(records))
-    return {record.id: int(n) for record, n in zip(records, dropped, strict=True)}
+    return {
+        record.id: RowCount(int(h), int(d))
+        for record, h, d in zip(records, held, dropped, strict=True)
+    }
 
 
 def _schema_of(objects: ObjectStore, record: ObjectRecord) -> pa.Schema:

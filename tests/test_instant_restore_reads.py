@@ -36,6 +36,7 @@ from engine.export.iceberg_catalog import sql_uri
 from engine.export.parquet import POINTER
 from engine.gc.flatten import flatten_chains
 from engine.gc.purge import purge_tenant
+from engine.gc.reclaim import scan
 from engine.gc.run import run_gc
 from engine.gc.storage import storage
 from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, resume_restore
@@ -715,6 +716,27 @@ def test_storage_counts_cut_members_as_the_tables_objects_shared_with_the_source
     # the source shares them with copy
     source = storage(cli_store.catalog, cli_store.objects, "acme")
     assert source.shared_bytes == source.bytes == report.bytes
+
+
+def test_gc_measures_a_cut_table_by_the_rows_it_holds(store: TableStore) -> None:
+    """GC's measure (``rewind gc``: N of M rows reclaimable, the fraction that
+    decides a compaction) counts a cut member's rows up to its cut: the same as
+    for the tenant a rewrite-first restore makes."""
+    build(store)
+    restore_tenant(store, "acme", "s", to="plain", executor="local")
+    instant(store)
+    for tenant in ("plain", "copy"):
+        store.drop_snapshot(tenant, "early")  # versions only it needed become reclaimable
+    found = {(r.tenant, r.table.qualified): r for r in scan(store.catalog, store.objects)}
+    for table in TABLES:
+        plain, cut = found[("plain", f"db.{table}")], found[("copy", f"db.{table}")]
+        assert (cut.rows, cut.reclaimable_rows) == (plain.rows, plain.reclaimable_rows), table
+        assert cut.fraction == plain.fraction, table
+    assert found[("copy", "db.items")].fraction >= 0.2
+    report = storage(store.catalog, store.objects, "copy")
+    for entry in report.tables:
+        assert entry.history_only_bytes is not None
+        assert (entry.history_only_bytes > 0) == (entry.table != "db.log")
 
 
 # --- table and database instant restores --------------------------------------------------

@@ -67,6 +67,11 @@ def measure(
 ) -> Reclaimable:
     """Rows (and estimated bytes) of ``records`` that ``guard``'s protected times do not need.
 
+    ``rows`` counts the rows the table holds: a member held with a cut (an
+    instant restore's straddler) only up to its cut, so its fraction is the
+    one the same table, rewritten, would have. Bytes are estimated from each
+    object's stored bytes per stored row.
+
     A table with a damaged object is not measured: which versions its other
     objects may drop depends on the rows the damaged one holds.
     """
@@ -78,10 +83,10 @@ def measure(
         return Reclaimable(tenant, table, sum(o.rows for o in records), 0, 0, tuple(damaged))
     rows = dropped = size = 0
     for record in records:
-        gone = unneeded[record.id]
-        rows += record.rows
-        dropped += gone
-        size += record.bytes * gone // max(1, record.rows)
+        count = unneeded[record.id]
+        rows += count.held
+        dropped += count.unneeded
+        size += record.bytes * count.unneeded // max(1, record.rows)
     return Reclaimable(tenant, table, rows, dropped, size)
 
 
