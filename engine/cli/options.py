@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.context import INT64_MAX, instant_arg, snapshot_arg
+from engine.restore.job import INSTANT_BY_DEFAULT
 from tenants.errors import InvalidArgument
 
 MAX_COUNT = INT64_MAX
@@ -86,3 +87,55 @@ def snapshot_or_time(snapshot: str | None, at: str | None, doing: str) -> str | 
         return snapshot_arg(snapshot)
     assert at is not None
     return instant_arg("--at", at)
+
+
+def restore_mode_help(instant_by_default: bool) -> tuple[str, str]:
+    """The help of ``--instant`` and of ``--rewrite-first``, which names the
+    default, whichever way ``INSTANT_BY_DEFAULT`` (engine.restore.job) says."""
+    instant = (
+        "Install first: the restored tenant or tables are usable at once, each object "
+        "straddling the restore point read through a cut at it; the rewrite and swap "
+        "follow (physical only)."
+    )
+    rewrite_first = (
+        "Rewrite the straddling objects first, then install them in one transaction: "
+        "usable only once the job is done."
+    )
+    if instant_by_default:
+        return f"{instant} The default (not for --method logical).", rewrite_first
+    return instant, f"{rewrite_first} The default."
+
+
+_INSTANT_HELP, _REWRITE_FIRST_HELP = restore_mode_help(INSTANT_BY_DEFAULT)
+InstantOption = Annotated[bool, typer.Option("--instant", help=_INSTANT_HELP)]
+RewriteFirstOption = Annotated[bool, typer.Option("--rewrite-first", help=_REWRITE_FIRST_HELP)]
+NoWaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-wait",
+        help="With an instant restore: return once it is usable, leaving the rewrite "
+        "journaled; finish it with --resume JOB (on any host), or drop only the rewrite "
+        "with --cancel JOB (the restored data stays correct).",
+    ),
+]
+
+
+def instant_choice(
+    instant: bool, rewrite_first: bool, no_wait: bool, *, method: str = "physical"
+) -> bool:
+    """Whether a restore command installs first: ``--instant``, ``--rewrite-first``,
+    or neither (``INSTANT_BY_DEFAULT``, never for a logical restore). Checked
+    before any I/O, so a conflict is refused before a plan or a question.
+
+    Raises:
+        InvalidArgument: both were given, or ``--no-wait`` without instant.
+    """
+    if instant and rewrite_first:
+        raise InvalidArgument("give either --instant or --rewrite-first, not both")
+    chosen = instant or (not rewrite_first and INSTANT_BY_DEFAULT and method != "logical")
+    if no_wait and not chosen:
+        # run_restore's own words: the same refusal, made before any I/O
+        raise InvalidArgument(
+            "--no-wait leaves an instant restore's rewrite for later; add --instant"
+        )
+    return chosen

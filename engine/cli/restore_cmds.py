@@ -2,12 +2,17 @@
 
 The command is a thin shell over engine.restore: plan (print it; stop on
 ``--dry-run``), then run the journaled job with a progress bar over tasks and
-bytes. ``--resume`` and ``--cancel`` act on an existing job.
+bytes. The job's plan is printed as soon as the job starts (a long rewrite
+shows what it does while it runs, not after); an instant job also says the
+moment its result is usable, before its rewrite (:class:`JobWatch`).
+``--resume`` and ``--cancel`` act on an existing job.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import typer
@@ -20,11 +25,16 @@ from engine.cli.context import cli_state, table_arg, tenant_arg
 from engine.cli.options import (
     AtOption,
     BeforeOption,
+    InstantOption,
+    NoWaitOption,
+    RewriteFirstOption,
     SnapshotOption,
     count_parser,
+    instant_choice,
     snapshot_or_time,
 )
 from engine.cli.restore_render import (
+    cancelled_line,
     commit_json,
     commits_table,
     history_tables,
@@ -33,13 +43,15 @@ from engine.cli.restore_render import (
     outcome_lines,
     plan_json,
     plan_table,
+    usable_line,
 )
 from engine.executors.base import decide_executor
-from engine.pipeline import ExecutorChoice, RestorePlan
+from engine.pipeline import ExecutorChoice, Installed, RestorePlan
 from engine.restore.history import before_commit, commit_history
 from engine.restore.history import history as load_history
 from engine.restore.job import (
     RestoreOutcome,
+    Started,
     cancel_restore,
     choose_method,
     restore_tenant,
@@ -77,9 +89,16 @@ def restore_tenant_cmd(
     executor: ExecutorOption = "auto",
     verify: VerifyOption = "objects",
     method: MethodOption = "auto",
+    instant: InstantOption = False,
+    rewrite_first: RewriteFirstOption = False,
+    no_wait: NoWaitOption = False,
     resume: Annotated[
         str | None,
-        typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
+        typer.Option(
+            "--resume",
+            metavar="JOB",
+            help="Finish an interrupted or failed job, or an instant one's rewrite.",
+        ),
     ] = None,
     cancel: Annotated[
         str | None,
@@ -87,7 +106,8 @@ def restore_tenant_cmd(
             "--cancel",
             metavar="JOB",
             help="Cancel a job: a running one is asked to stop (this waits for it); "
-            "its outputs and pins are removed. A done job is never cancelled.",
+            "its outputs and pins are removed. A done job is never cancelled; an instant "
+            "job that installed has only its rewrite cancelled (the tenant stays, correct).",
         ),
     ] = None,
     json_output: Annotated[
@@ -99,10 +119,12 @@ def restore_tenant_cmd(
     Physically, objects wholly inside the snapshot are reused without copying;
     only objects that straddle it are rewritten. One catalog transaction
     installs the new tenant; in place, the old one is retired (kept, undoable).
+    With --instant that install comes first, so the tenant is usable at once.
 
     Examples:
       rewind restore-tenant acme --snapshot mon --dry-run
       rewind restore-tenant acme --snapshot mon --to acme_mon
+      rewind restore-tenant acme --snapshot mon --instant --yes
     """
     state = cli_state(ctx)
     as_json = json_output or state.json
@@ -110,12 +132,14 @@ def restore_tenant_cmd(
     if to is not None:
         tenant_name(to)
     if cancel or resume:
-        if snapshot or at or before or to or dry_run:
+        if snapshot or at or before or to or dry_run or instant or rewrite_first or no_wait:
             raise InvalidArgument(
-                "--resume/--cancel take only a job id, not --snapshot/--at/--before/--to/--dry-run"
+                "--resume/--cancel take only a job id, not --snapshot/--at/--before/--to/"
+                "--dry-run/--instant/--rewrite-first/--no-wait"
             )
         job_action(state.store(), tenant, resume, cancel, as_json)
         return
+    installs_first = instant_choice(instant, rewrite_first, no_wait, method=method)
     point = restore_point(
         snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
     )
@@ -126,16 +150,25 @@ def restore_tenant_cmd(
         chosen = decide_executor(executor, plan.totals()["rewrite"][1])
         return (plan, chosen, *choose_method(method, plan))
 
+    def shown(plan: RestorePlan, chosen: ExecutorChoice, how: str) -> RenderableType:
+        return plan_table(
+            plan,
+            chosen.name,
+            chosen.reason,
+            method=how,
+            instant=installs_first and how == "physical",
+        )
+
     def plan_view() -> list[RenderableType]:
         """What --dry-run prints: the plan table and how the method was chosen."""
-        plan, chosen, _, why = planned()
-        return [plan_table(plan, chosen.name, chosen.reason), f"method {why}"]
+        plan, chosen, how, why = planned()
+        return [shown(plan, chosen, how), f"method {why}"]
 
     def question_plan() -> list[RenderableType]:
-        plan, chosen, _, why = planned()
+        plan, chosen, how, why = planned()
         retired = f"{plan.target_name}@{plan.replaced_tenant_id}"
         return [
-            plan_table(plan, chosen.name, chosen.reason),
+            shown(plan, chosen, how),
             f"method {why}",
             f"the current tenant {retired} is retired, not deleted: `rewind tenant undrop "
             f"{retired} --as NEW_NAME` or another restore brings it back while it is retained",
@@ -145,7 +178,10 @@ def restore_tenant_cmd(
         if as_json:
             plan, chosen, how, why = planned()
             render.emit_json(
-                plan_json(plan, chosen.name, chosen.reason) | {"method": how, "method_reason": why}
+                plan_json(
+                    plan, chosen.name, chosen.reason, instant=installs_first and how == "physical"
+                )
+                | {"method": how, "method_reason": why}
             )
         else:
             render.show_all([*plan_view(), "dry run: nothing was changed"])
@@ -157,10 +193,51 @@ def restore_tenant_cmd(
             as_json=as_json,
             plan=question_plan,
         )
+    watch = JobWatch(as_json, wait=not no_wait)
     outcome = restore_tenant(
-        store, tenant, point, to=to, executor=executor, verify=verify, method=method
-    )
-    print_outcome(outcome, as_json)
+        store, tenant, point, to=to, executor=executor, verify=verify, method=method,
+        instant=installs_first, wait=not no_wait,
+        on_started=watch.started, on_installed=watch.installed,
+    )  # fmt: skip
+    watch.done(outcome)
+
+
+@dataclass
+class JobWatch:
+    """A restore command's running account of its job, on stdout as it happens:
+    the plan when the job starts (not after a long rewrite), the moment an
+    instant job's result is usable, then the outcome. Under ``--json`` it prints
+    nothing until the one outcome object, which says how soon the result was
+    usable (``usable_after_s``)."""
+
+    as_json: bool
+    wait: bool = True
+    began: float = field(default_factory=time.perf_counter)
+    plan: RestorePlan | None = None
+    usable_after_s: float | None = None
+
+    def started(self, started: Started) -> None:
+        self.plan = started.plan
+        if not self.as_json:
+            render.show(
+                plan_table(
+                    started.plan,
+                    started.executor,
+                    started.executor_reason,
+                    method=started.method,
+                    instant=started.instant,
+                )
+            )
+
+    def installed(self, installed: Installed) -> None:
+        self.usable_after_s = time.perf_counter() - self.began
+        if not self.as_json and self.plan is not None:
+            render.say(usable_line(self.plan, installed, wait=self.wait))
+
+    def done(self, outcome: RestoreOutcome) -> None:
+        if self.usable_after_s is None:  # installed at the end: usable now
+            self.usable_after_s = time.perf_counter() - self.began
+        print_outcome(outcome, self.as_json, usable_after_s=self.usable_after_s, plan_shown=True)
 
 
 def job_action(
@@ -180,18 +257,38 @@ def job_action(
         if as_json:
             render.emit_json(job_json(job))
         else:
-            render.say(f"restore job {job_id} cancelled: its outputs and pins are removed")
+            render.say(cancelled_line(job))
         return
+    began = time.perf_counter()
     outcome = resume_restore(store, job_id)
-    print_outcome(outcome, as_json)
+    # An instant job that had installed was usable before this command began.
+    usable = 0.0 if job.installed_ts is not None else time.perf_counter() - began
+    print_outcome(outcome, as_json, usable_after_s=usable)
 
 
-def print_outcome(outcome: RestoreOutcome, as_json: bool) -> None:
+def print_outcome(
+    outcome: RestoreOutcome,
+    as_json: bool,
+    *,
+    usable_after_s: float | None = None,
+    plan_shown: bool = False,
+) -> None:
+    """The outcome: one JSON object, or (unless ``plan_shown`` when the job
+    started) the plan, then what the job did."""
     if as_json:
-        render.emit_json(outcome_json(outcome))
+        render.emit_json(outcome_json(outcome, usable_after_s))
         return
-    render.show(plan_table(outcome.plan, outcome.executor, outcome.executor_reason))
-    for line in outcome_lines(outcome):
+    if not plan_shown:
+        render.show(
+            plan_table(
+                outcome.plan,
+                outcome.executor,
+                outcome.executor_reason,
+                method=outcome.method,
+                instant=outcome.instant,
+            )
+        )
+    for line in outcome_lines(outcome, usable_after_s):
         render.say(line)
 
 

@@ -19,10 +19,11 @@ from engine.cli.render_layout import (
     wrapping,
 )
 from engine.executors.task import worker_name
-from engine.pipeline import ACTIONS, RestorePlan
+from engine.pipeline import ACTIONS, Installed, RestorePlan
 from engine.restore.history import CommitRecord, History
 from engine.restore.job import RestoreOutcome
 from engine.restore.journal import JobRecord
+from engine.restore.lease import lease_live
 from tenants.times import format_ts
 
 
@@ -38,18 +39,29 @@ def where_to(plan: RestorePlan) -> str:
     return f"as clone {plan.target_name!r}"
 
 
-def plan_table(plan: RestorePlan, executor: str, reason: str = "") -> Table:
+def plan_table(
+    plan: RestorePlan,
+    executor: str,
+    reason: str = "",
+    *,
+    method: str = "physical",
+    instant: bool = False,
+) -> Table:
     """Objects and bytes per table and action. Each action's count and size sit
     in two narrow columns under a two-line header, so seven columns and a long
-    table name fit in 100."""
+    table name fit in 100. The caption says how the job runs: its method, an
+    instant job's install first, its executor and why."""
     where = where_to(plan)
     # A time named by its ts is labelled with it: say it once.
     ts = "" if plan.at_label == str(plan.at_ts) else f"ts {plan.at_ts}, "
     table = titled(
         f"restore plan {plan.job_id}: {plan.source.ref} to {plan.at_label} "
         f"({ts}{local_time(plan.at_ts)}) {where}",
-        caption=f"method physical, executor {executor}" + (f" ({reason})" if reason else "") + ", "
-        f"{len(plan.tasks)} rewrite task(s), {len(plan.snapshots)} snapshot(s) carried",
+        caption=f"method {method}"
+        + (", instant (installed first, rewritten after)" if instant else "")
+        + f", executor {executor}"
+        + (f" ({reason})" if reason else "")
+        + f", {len(plan.tasks)} rewrite task(s), {len(plan.snapshots)} snapshot(s) carried",
     )
     wrapping(table, "table")
     for action in ACTIONS:
@@ -76,7 +88,9 @@ def plan_table(plan: RestorePlan, executor: str, reason: str = "") -> Table:
     return table
 
 
-def plan_json(plan: RestorePlan, executor: str, reason: str = "") -> dict[str, Any]:
+def plan_json(
+    plan: RestorePlan, executor: str, reason: str = "", *, instant: bool = False
+) -> dict[str, Any]:
     return {
         "job_id": plan.job_id,
         "source": plan.source.ref,
@@ -85,6 +99,7 @@ def plan_json(plan: RestorePlan, executor: str, reason: str = "") -> dict[str, A
         "mode": plan.mode,
         "replaces_tables": len(plan.replaced_table_ids),
         "method": "physical",
+        "instant": instant,
         "executor": executor,
         "executor_reason": reason,
         "at": {"label": plan.at_label, "ts": plan.at_ts, "iso": format_ts(plan.at_ts)},
@@ -103,11 +118,15 @@ def plan_json(plan: RestorePlan, executor: str, reason: str = "") -> dict[str, A
     }
 
 
-def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
+def outcome_json(outcome: RestoreOutcome, usable_after_s: float | None = None) -> dict[str, Any]:
+    """The outcome for ``--json``. ``usable_after_s``: how long after the command
+    began the result could be read (an instant job's install, else its end; 0
+    for a resumed job whose result was installed before the command began)."""
     totals = outcome.plan.totals()
     return {
         "job_id": outcome.job_id,
-        "state": "done",
+        # --no-wait returns an instant job after its install, its rewrite journaled
+        "state": "rewriting" if outcome.rewrite_pending else "done",
         "scope": outcome.plan.scope,
         "tenant": outcome.tenant.ref,
         "tables": [t.out_qualified for t in outcome.plan.tables]
@@ -128,21 +147,30 @@ def outcome_json(outcome: RestoreOutcome) -> dict[str, Any]:
         "prefixes_listed": outcome.prefixes_listed,
         "tables_compared": outcome.tables_compared,
         "seconds": outcome.seconds,
+        "instant": outcome.instant,
+        "rewrite_pending": outcome.rewrite_pending,
+        "installed_ts": outcome.installed_ts,
+        "installed": None if outcome.installed_ts is None else format_ts(outcome.installed_ts),
+        "usable_after_s": None if usable_after_s is None else round(usable_after_s, 3),
     }
 
 
-def outcome_lines(outcome: RestoreOutcome) -> list[str]:
-    data = outcome_json(outcome)
+def outcome_lines(outcome: RestoreOutcome, usable_after_s: float | None = None) -> list[str]:
+    data = outcome_json(outcome, usable_after_s)
     what = (
         f"{', '.join(data['tables']) or 'no table'} of tenant {outcome.tenant.ref}"
         if data["tables"] is not None
         else f"tenant {outcome.tenant.ref}"
     )
-    head = (
-        f"restore job {outcome.job_id} done ({outcome.method}): {what} at "
-        f"{outcome.plan.at_label} (ts {outcome.plan.at_ts}, {local_time(outcome.plan.at_ts)})"
-    )
-    if outcome.method == "logical":
+    at = f"{outcome.plan.at_label} (ts {outcome.plan.at_ts}, {local_time(outcome.plan.at_ts)})"
+    head = f"restore job {outcome.job_id} done ({outcome.method}): {what} at {at}"
+    if outcome.rewrite_pending:
+        lines = [
+            f"restore job {outcome.job_id} installed ({outcome.method}, instant): {what} at {at}",
+            f"reused {totals_line(outcome.plan)} without copying",
+            *pending_lines(outcome.plan, outcome.job_id),
+        ]
+    elif outcome.method == "logical":
         lines = [
             head,
             f"dumped and reloaded {outcome.tables_compared} table(s), "
@@ -162,6 +190,17 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
             f"verified {outcome.objects_verified} object(s) by listing {outcome.prefixes_listed} "
             f"prefix(es){compared}",
         ]
+        if outcome.instant:
+            if usable_after_s is None:
+                usable = ""
+            elif usable_after_s == 0:  # a resumed job that had installed
+                usable = ", usable before this command began"
+            else:
+                usable = f", usable after {usable_after_s:.2f}s"
+            lines.append(
+                f"installed first{usable}; then rewrote, verified and swapped in "
+                f"{outcome.rewritten} straddling object(s)"
+            )
         if outcome.workers:
             lines.append(
                 f"rewrite tasks ran on {outcome.executor} in {len(outcome.workers)} process(es): "
@@ -177,6 +216,65 @@ def outcome_lines(outcome: RestoreOutcome) -> list[str]:
         )
     lines.append("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in outcome.seconds.items()))
     return lines
+
+
+def installed_what(plan: RestorePlan, ref: str) -> tuple[str, bool]:
+    """What a job installs, in words (``tenant acme@1f2e``, ``shop.orders of
+    tenant acme@1f2e``), and whether that is several things (``are`` usable)."""
+    if not plan.into_existing_tenant:
+        return f"tenant {ref}", False
+    names = [t.out_qualified for t in plan.tables]
+    return f"{', '.join(names) or 'no table'} of tenant {ref}", len(names) > 1
+
+
+def usable_line(plan: RestorePlan, installed: Installed, *, wait: bool) -> str:
+    """What an instant restore prints the moment its install commits: the data
+    is usable now; the straddlers' rewrite follows in this command, or (``wait``
+    false) is left journaled."""
+    what, several = installed_what(plan, installed.tenant.ref)
+    head = f"{what} {'are' if several else 'is'} usable (installed at {local_time(installed.ts)})"
+    if not plan.tasks:
+        return f"{head}; nothing to rewrite"
+    if wait:
+        return f"{head}; rewriting {straddlers(plan)} in the background of this command"
+    return (
+        f"{head}; its {straddlers(plan)} are read through a cut at ts {plan.at_ts} until rewritten"
+    )
+
+
+def straddlers(plan: RestorePlan) -> str:
+    count, size = plan.totals()["rewrite"]
+    return f"{count} straddling object(s) ({human_bytes(size)})"
+
+
+def pending_lines(plan: RestorePlan, job_id: str) -> list[str]:
+    """What ``--no-wait`` left of an instant job, and how to finish (or drop) it."""
+    name = plan.target_name if plan.into_existing_tenant else plan.source.name
+    left = (
+        f"the rewrite of {straddlers(plan)} is pending; until then they are read through a "
+        f"cut at ts {plan.at_ts}: correct, only slower to scan"
+        if plan.tasks
+        else "nothing is left to rewrite; the job still holds the source's objects until it ends"
+    )
+    return [
+        left,
+        f"finish it with `rewind restore-{plan.scope} {name} --resume {job_id}` (on any host), "
+        f"or drop only the rewrite with `rewind restore-{plan.scope} {name} --cancel {job_id}` "
+        "(the restored data stays as it is, correct)",
+    ]
+
+
+def cancelled_line(job: JobRecord) -> str:
+    """What ``--cancel`` did: an instant job that installed keeps its result."""
+    if job.installed_ts is None:
+        return f"restore job {job.id} cancelled: its outputs and pins are removed"
+    what, several = installed_what(job.plan, f"{job.plan.target_name}@{job.plan.new_tenant_id}")
+    return (
+        f"restore job {job.id}: only its rewrite was cancelled; {what} "
+        f"{'stay' if several else 'stays'} installed and correct, reading the straddling "
+        f"objects not yet swapped through their cut at ts {job.plan.at_ts} (the unused "
+        "rewritten copies are deleted)"
+    )
 
 
 def undo_line(outcome: RestoreOutcome) -> str:
@@ -200,10 +298,35 @@ def totals_line(plan: RestorePlan) -> str:
     return f"{count} object(s), {human_bytes(size)}"
 
 
+# An installed instant job's state, in words: its install is done, this step is not.
+_AFTER_INSTALL = {
+    "rewriting": "rewriting",
+    "verifying": "verifying",
+    "installing": "swapping",
+    "failed": "rewrite failed",
+    "cancelled": "rewrite cancelled",
+}
+
+
+def job_phase(job: JobRecord) -> str:
+    """The job's state as a person reads it. An instant job that installed its
+    result is usable whatever its state says: ``installed; rewriting``, or
+    ``installed; rewrite pending`` when no process runs it (``--no-wait``, or a
+    process that died), ``installed; rewrite cancelled`` ..."""
+    if not job.instant or job.installed_ts is None or job.state == "done":
+        return job.state
+    doing = _AFTER_INSTALL.get(job.state, job.state)
+    if job.state in ("rewriting", "verifying", "installing") and not lease_live(job.lease_row):
+        doing = "rewrite pending"
+    return f"installed; {doing}"
+
+
 def job_json(job: JobRecord) -> dict[str, Any]:
     return {
         "job_id": job.id,
         "state": job.state,
+        "phase": job_phase(job),
+        "instant": job.instant,
         "scope": job.plan.scope,
         "mode": job.plan.mode,
         "source": job.plan.source.ref,
@@ -268,9 +391,10 @@ def history_tables(hist: History) -> list[Table]:
     for job in hist.jobs:
         plan = job.plan
         mode = plan.mode if plan.scope == "tenant" else f"{plan.scope} {plan.mode}"
+        phase = job_phase(job)
         cells = [
             job.id,
-            job.state,
+            phase if WIDE.get() else phase.replace("; ", ";\n"),
             *_JOB_RESTORE.cells(
                 mode.replace("_", " "), plan.source.ref, plan.target_name, plan.at_label
             ),

@@ -1,8 +1,11 @@
 """``rewind restore-table``, ``rewind restore-database`` and ``rewind table undrop``.
 
-Thin shells over engine.restore.tables, shaped like ``restore-tenant``: plan
-(print it; stop on ``--dry-run``), then run the journaled job; ``--resume``
-and ``--cancel`` act on an existing job of the tenant.
+Thin shells over the restore job (``engine.restore.job.run_restore``, with the
+plans engine.restore.tables makes its jobs of), shaped like ``restore-tenant``:
+plan (print it; stop on ``--dry-run``), then run the journaled job, its plan
+printed as it starts and, ``--instant``, its tables' being usable as they
+are installed; ``--resume`` and ``--cancel`` act on an existing job of the
+tenant.
 """
 
 from __future__ import annotations
@@ -16,16 +19,25 @@ from engine.cli import render
 from engine.cli.choices import ExecutorOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, table_arg, tenant_arg
-from engine.cli.options import AtOption, BeforeOption, SnapshotOption
-from engine.cli.restore_cmds import job_action, print_outcome, restore_point
+from engine.cli.options import (
+    AtOption,
+    BeforeOption,
+    InstantOption,
+    NoWaitOption,
+    RewriteFirstOption,
+    SnapshotOption,
+    instant_choice,
+)
+from engine.cli.restore_cmds import JobWatch, job_action, restore_point
 from engine.cli.restore_render import plan_json, plan_table
 from engine.executors.base import decide_executor
-from engine.pipeline import ExecutorName, RestorePlan
+from engine.pipeline import ExecutorName, RestorePlan, VerifyLevel
 from engine.restore.history import before_commit
+from engine.restore.job import run_restore
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
-from engine.restore.tables import restore_database, restore_table
 from tenants.errors import InvalidArgument
 from tenants.names import object_name, tenant_name
+from tenants.store import TableStore
 
 Tenant = Annotated[
     str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
@@ -37,11 +49,20 @@ ToTenant = Annotated[
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")]
 Resume = Annotated[
     str | None,
-    typer.Option("--resume", metavar="JOB", help="Finish an interrupted or failed job."),
+    typer.Option(
+        "--resume",
+        metavar="JOB",
+        help="Finish an interrupted or failed job, or an instant one's rewrite.",
+    ),
 ]
 Cancel = Annotated[
     str | None,
-    typer.Option("--cancel", metavar="JOB", help="Cancel a job; its outputs and holds go."),
+    typer.Option(
+        "--cancel",
+        metavar="JOB",
+        help="Cancel a job; its outputs and holds go. An instant job that installed has "
+        "only its rewrite cancelled (the tables stay, correct).",
+    ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
@@ -65,6 +86,9 @@ def restore_table_cmd(
     yes: YesOption = False,
     executor: ExecutorOption = "auto",
     verify: VerifyOption = "objects",
+    instant: InstantOption = False,
+    rewrite_first: RewriteFirstOption = False,
+    no_wait: NoWaitOption = False,
     resume: Resume = None,
     cancel: Cancel = None,
     json_output: Json = False,
@@ -89,9 +113,11 @@ def restore_table_cmd(
         table_arg(to)
     if to_tenant is not None:
         tenant_name(to_tenant)
-    if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run):
+    modes = (instant, rewrite_first, no_wait)
+    if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run, modes):
         job_action(state.store(), tenant, resume, cancel, as_json)
         return
+    installs_first = instant_choice(*modes)
     if table is None:
         raise InvalidArgument("say which table to restore: rewind restore-table TENANT DB.TABLE")
     point = restore_point(
@@ -99,14 +125,14 @@ def restore_table_cmd(
     )
     store = state.store()
     _run(
+        store,
         lambda: plan_table_restore(
             store.catalog, tenant, table, point, to=to, to_tenant=to_tenant
         ),
-        lambda: restore_table(
-            store, tenant, table, point, to=to, to_tenant=to_tenant,
-            executor=executor, verify=verify,
-        ),
         executor=executor,
+        verify=verify,
+        instant=installs_first,
+        wait=not no_wait,
         dry_run=dry_run,
         yes=yes,
         as_json=as_json,
@@ -132,6 +158,9 @@ def restore_database_cmd(
     yes: YesOption = False,
     executor: ExecutorOption = "auto",
     verify: VerifyOption = "objects",
+    instant: InstantOption = False,
+    rewrite_first: RewriteFirstOption = False,
+    no_wait: NoWaitOption = False,
     resume: Resume = None,
     cancel: Cancel = None,
     json_output: Json = False,
@@ -150,9 +179,11 @@ def restore_database_cmd(
         object_name(to, "database")
     if to_tenant is not None:
         tenant_name(to_tenant)
-    if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run):
+    modes = (instant, rewrite_first, no_wait)
+    if _job_given(resume, cancel, snapshot or before, at, to, to_tenant, dry_run, modes):
         job_action(state.store(), tenant, resume, cancel, as_json)
         return
+    installs_first = instant_choice(*modes)
     if database is None:
         raise InvalidArgument("say which database to restore: rewind restore-database TENANT DB")
     point = restore_point(
@@ -160,14 +191,14 @@ def restore_database_cmd(
     )
     store = state.store()
     _run(
+        store,
         lambda: plan_database_restore(
             store.catalog, tenant, database, point, to=to, to_tenant=to_tenant
         ),
-        lambda: restore_database(
-            store, tenant, database, point, to=to, to_tenant=to_tenant,
-            executor=executor, verify=verify,
-        ),
         executor=executor,
+        verify=verify,
+        instant=installs_first,
+        wait=not no_wait,
         dry_run=dry_run,
         yes=yes,
         as_json=as_json,
@@ -193,8 +224,6 @@ def undrop_cmd(
     Its data comes back as at the drop, while the tenant's snapshots or PITR
     window reach back before it.
     """
-    from engine.restore.tables import undrop_table
-
     state = cli_state(ctx)
     as_json = json_output or state.json
     tenant_arg(tenant)
@@ -202,10 +231,13 @@ def undrop_cmd(
     if as_name is not None:
         table_arg(as_name)
     store = state.store()
-    _run(
+    _run(  # as engine.restore.tables.undrop_table: rewrite first
+        store,
         lambda: plan_table_restore(store.catalog, tenant, table, None, to=as_name, undrop=True),
-        lambda: undrop_table(store, tenant, table, as_name=as_name, executor=executor),
         executor=executor,
+        verify="objects",
+        instant=False,
+        wait=True,
         dry_run=dry_run,
         yes=True,  # an undrop replaces nothing
         as_json=as_json,
@@ -220,21 +252,26 @@ def _job_given(
     to: str | None,
     to_tenant: str | None,
     dry_run: bool,
+    modes: tuple[bool, ...],
 ) -> bool:
     if not (resume or cancel):
         return False
-    if snapshot or at or to or to_tenant or dry_run:
+    if snapshot or at or to or to_tenant or dry_run or any(modes):
         raise InvalidArgument(
-            "--resume/--cancel take only a job id, not --snapshot/--at/--to/--to-tenant/--dry-run"
+            "--resume/--cancel take only a job id, not --snapshot/--at/--to/--to-tenant/"
+            "--dry-run/--instant/--rewrite-first/--no-wait"
         )
     return True
 
 
 def _run(
+    store: TableStore,
     make_plan: Callable[[], RestorePlan],
-    run: Callable[[], object],
     *,
     executor: ExecutorName,
+    verify: VerifyLevel,
+    instant: bool,
+    wait: bool,
     dry_run: bool,
     yes: bool,
     as_json: bool,
@@ -242,14 +279,16 @@ def _run(
     """Plan (and stop on ``--dry-run``); a restore that replaces live tables (in
     place only: ``--to`` and ``--to-tenant`` refuse a taken name in the plan) goes
     ahead only with ``--yes`` or a yes at the terminal (engine.cli.confirm); then
-    run the job."""
+    run the job (what engine.restore.tables' functions run, with the CLI's
+    hooks: the plan as the job starts, the tables usable as an instant job
+    installs them)."""
     if dry_run:
         plan = make_plan()
         chosen = decide_executor(executor, plan.totals()["rewrite"][1])
         if as_json:
-            render.emit_json(plan_json(plan, chosen.name, chosen.reason))
+            render.emit_json(plan_json(plan, chosen.name, chosen.reason, instant=instant))
         else:
-            render.show(plan_table(plan, chosen.name, chosen.reason))
+            render.show(plan_table(plan, chosen.name, chosen.reason, instant=instant))
             render.say("dry run: nothing was changed")
         return
     if not yes:
@@ -264,12 +303,23 @@ def _run(
                 yes=False,
                 as_json=as_json,
                 plan=lambda: [
-                    plan_table(plan, chosen.name, chosen.reason),
+                    plan_table(plan, chosen.name, chosen.reason, instant=instant),
                     "the current tables stay readable at earlier times (undo by restoring to one)",
                 ],
             )
-    outcome = run()
-    print_outcome(outcome, as_json)  # type: ignore[arg-type]
+    watch = JobWatch(as_json, wait=wait)
+    outcome = run_restore(
+        store,
+        make_plan,
+        executor=executor,
+        verify=verify,
+        method="physical",
+        instant=instant,
+        wait=wait,
+        on_started=watch.started,
+        on_installed=watch.installed,
+    )
+    watch.done(outcome)
 
 
 def register(app: typer.Typer, table_app: typer.Typer) -> None:

@@ -3,10 +3,14 @@
     spark-submit --master spark://... engine/jobs/restore_tenant.py \\
         --catalog sqlite:///... --warehouse s3://bucket/prefix acme --snapshot mon
     python -m engine.jobs.restore_tenant acme --snapshot mon --to acme_copy
+    python -m engine.jobs.restore_tenant acme --snapshot mon --instant --yes
 
 Runs exactly the CLI's ``restore-tenant`` command (same options, same errors,
 same exit codes; an in-place restore, without ``--to``, needs ``--yes``, as
-a batch job has nobody to ask). Global options (``--catalog``, ``--warehouse``,
+a batch job has nobody to ask). ``--instant`` prints the line saying the
+tenant is usable as soon as it is installed, then rewrites on the cluster;
+with ``--no-wait`` the job ends at the install, and ``--resume JOB`` (another
+submit, or ``rewind`` on any host) runs the rewrite. Global options (``--catalog``, ``--warehouse``,
 ``--spark-master``, ``--verbose``) may come anywhere; the executor defaults to
 Spark, since a cluster is why one submits a job. The job runs on the master
 spark-submit gives it, ships Rewind's code to the executors and checks the

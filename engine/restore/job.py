@@ -81,6 +81,28 @@ PLAN_ATTEMPTS = 3
 Progress = Callable[[RewriteResult], None]
 # Told as soon as an instant job's tenant is installed (usable), before the rewrite.
 OnInstalled = Callable[[Installed], None]
+# Whether a restore installs first (instant) when its caller says neither way: the
+# CLI's default for --instant / --rewrite-first (its help reads it from here), in one
+# place so that measuring both paths decides it once. A logical restore is never
+# instant, whatever this says.
+INSTANT_BY_DEFAULT = False
+
+
+@dataclass(frozen=True)
+class Started:
+    """A job that has just been journaled, told to ``on_started`` before any work:
+    what it will do (the plan), where (the executor) and how (the method), so a
+    caller can show the plan while the job runs rather than after it ends."""
+
+    plan: RestorePlan
+    executor: str
+    executor_reason: str
+    method: str
+    method_reason: str
+    instant: bool
+
+
+OnStarted = Callable[[Started], None]
 
 
 @dataclass(frozen=True)
@@ -117,6 +139,7 @@ def restore_tenant(
     instant: bool = False,
     wait: bool = True,
     on_installed: OnInstalled | None = None,
+    on_started: OnStarted | None = None,
 ) -> RestoreOutcome:
     """Restore ``tenant`` to ``point`` (snapshot name, ISO instant or ts).
 
@@ -124,6 +147,8 @@ def restore_tenant(
     tenant is usable before a byte is rewritten (``on_installed`` is told
     then); the rewrite and swap follow in the same job, or, with
     ``wait=False``, are left journaled for ``resume_restore`` (any host).
+    ``on_started`` is told the plan, executor and method once the job is
+    journaled, before any rewrite.
 
     ``method`` is ``physical`` (reuse objects, rewrite straddlers), ``logical``
     (dump at S to the warehouse's staging area, reload, swap) or ``auto``,
@@ -148,6 +173,7 @@ def restore_tenant(
         instant=instant,
         wait=wait,
         on_installed=on_installed,
+        on_started=on_started,
     )
 
 
@@ -163,11 +189,13 @@ def run_restore(
     instant: bool = False,
     wait: bool = True,
     on_installed: OnInstalled | None = None,
+    on_started: OnStarted | None = None,
 ) -> RestoreOutcome:
     """Plan with ``make_plan``, journal the job and run it: every restore's path
     (a tenant, a database, a table). A plan that GC outdated before its job
-    started is made again, up to ``PLAN_ATTEMPTS`` times. ``instant``, ``wait``
-    and ``on_installed`` as ``restore_tenant`` says.
+    started is made again, up to ``PLAN_ATTEMPTS`` times. ``instant``, ``wait``,
+    ``on_installed`` and ``on_started`` as ``restore_tenant`` says (a hook that
+    raises before the job runs leaves it journaled and resumable).
 
     Raises:
         InvalidArgument: an unknown executor, verify level or method, or
@@ -190,7 +218,7 @@ def run_restore(
         started = time.perf_counter()
         plan = make_plan()
         planned = time.perf_counter() - started
-        chosen, _ = choose_method(method, plan)
+        chosen, method_reason = choose_method(method, plan)
         choice = executors.decide(executor, plan.totals()["rewrite"][1])
         if choice.name == "spark" and plan.tasks and chosen == "physical" and not instant:
             # Start Spark (and check a cluster's workers) before the job exists:
@@ -228,6 +256,10 @@ def run_restore(
         plan.at_ts,
         plan.totals(),
     )
+    if on_started is not None:
+        on_started(
+            Started(job.plan, choice.name, choice.reason, chosen, method_reason, job.instant)
+        )
     lease.begin()
     outcome = _run(
         store, job, lease, progress, {"plan": planned}, executors, on_installed, wait=wait
