@@ -17,7 +17,8 @@ warehouse marker names): the same bytes, without paying moto's ~15 MB/s twice
 1. **Time to a usable tenant.** From the call of the restore until a query in
    *another process* returns the first rows of the restored table: a reader
    (``benchmarks/instant_reader.py``) opened on the same catalog and
-   warehouse before the restore starts, warm, as a serving process is. For an
+   warehouse before the restore starts, warm (it has read the source's first
+   rows once), as a serving process is. For an
    instant restore (``restore_tenant(..., instant=True, wait=False)``) the
    reader is told from ``on_installed``; for a physical (rewrite first) and a
    logical restore, when the call returns. The read is what ``rewind query
@@ -549,6 +550,9 @@ def measure(store: TableStore, built: dict[str, Any], plan: Plan) -> dict[str, A
     tag = f"{plan.backend}-{plan.size // MB}"
     case: dict[str, Any] = {"backend": plan.backend, "size_asked": plan.size, "tenant": built}
     with reader_of(store) as reader:
+        # A serving process has served queries before: its first read's lazy
+        # set-up (0.3-0.7 s in the first run) is not the restore's.
+        reader.ask("first", TENANT, limit=FIRST_ROWS)
         console.print(f"  {tag}: instant restores x{plan.instant_repeats} ...")
         runs, kept = [], None
         for rep in range(plan.instant_repeats):
@@ -610,7 +614,9 @@ def measure(store: TableStore, built: dict[str, Any], plan: Plan) -> dict[str, A
                 pairs["instant_wait"].append({"whole_s": seconds, "steps": dict(whole.seconds)})
                 physical, _ = usable_after(store, reader, built, f"physical-{rep}", "physical")
                 pairs["physical"].append(physical)
+            case["physical_runs"] = pairs["physical"]
             if kept is not None:
+                case["instant_wait_runs"] = pairs["instant_wait"]
                 case["rewrite"] = rewrite_figures(case, built, pairs)
     if plan.scan and plan.backend == "file":
         console.print(f"  {tag}: another tenant's writes, idle and during a rewrite ...")
@@ -626,7 +632,9 @@ def rewrite_figures(
     """Part 3: the instant job's rewrite against the physical restore's, best of each."""
     job = case["instant_job"]
     straddle = built["straddle_bytes"]
-    instant_rewrite = job["resume_steps"]["rewrite"]
+    instant_rewrite = min(
+        job["resume_steps"]["rewrite"], *(p["steps"]["rewrite"] for p in pairs["instant_wait"])
+    )
     physical_rewrite = min(p["steps"]["rewrite"] for p in pairs["physical"])
     whole = [job["whole_s"], *(p["whole_s"] for p in pairs["instant_wait"])]
     physical = [p["seconds"] for p in pairs["physical"]]
@@ -648,11 +656,11 @@ def rewrite_figures(
 
 def extrapolate(cases: Sequence[dict[str, Any]], backend: str, method: str) -> dict[str, Any]:
     """``method``'s seconds to usable per straddling GB on ``backend``: a line
-    through the measured sizes (one size: through zero), and its value at the
-    sizes not measured."""
+    through the measured sizes (the best run at each; one size: through zero),
+    and its value at the sizes not measured."""
     mine = [c for c in cases if c["backend"] == backend]
     points = [
-        (c["tenant"]["straddle_bytes"] / 1e9, c[method]["usable_s"]) for c in mine if method in c
+        (c["tenant"]["straddle_bytes"] / 1e9, best_usable(c, method)) for c in mine if method in c
     ]
     if not points:
         return {}
@@ -672,6 +680,11 @@ def extrapolate(cases: Sequence[dict[str, Any]], backend: str, method: str) -> d
         "intercept_s": intercept,
         "extrapolated": predicted,
     }
+
+
+def best_usable(case: dict[str, Any], method: str) -> float:
+    """The fastest of ``method``'s runs in ``case`` (one, or the part 3 pairs' too)."""
+    return min(r["usable_s"] for r in case.get(f"{method}_runs") or [case[method]])
 
 
 def goals(payload: dict[str, Any]) -> dict[str, Any]:

@@ -198,8 +198,8 @@ def plot_usable(payload: Payload, path: Path) -> Path:
     goal = payload.get("goals", {}).get("usable", {}).get("goal_s")
     if goal:
         ax.axhline(goal, color="0.5", linewidth=0.8, linestyle="-.")
-        ax.annotate(f"goal for instant: {goal:g} s", (0.99, goal), xycoords=("axes fraction", "data"),
-                    xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
+        ax.annotate(f"goal for instant: {goal:g} s", (0.01, goal), xycoords=("axes fraction", "data"),
+                    xytext=(0, 2), textcoords="offset points", ha="left", va="bottom",
                     fontsize=7, color="0.4")  # fmt: skip
     ax.plot([], [], "o", color="0.4", markerfacecolor="none", linestyle=":",
             label="hollow, dotted: extrapolated, not run")  # fmt: skip
