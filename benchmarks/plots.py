@@ -10,7 +10,10 @@ path. A benchmark calls :func:`draw_beside` after writing its JSON, so
 - ``executors`` (bench_restore, part 2): MB/s of the local and the Spark
   executor's rewrite step against the straddling MB rewritten;
 - ``rss`` (bench_memory): each case's peak RSS against its input MB, with the
-  compaction's memory budgets when the payload records them.
+  compaction's memory budgets when the payload records them;
+- ``usable`` (bench_instant_restore, part 1): seconds from the restore call to
+  the first rows in another process against the straddling bytes, instant,
+  physical and logical, per warehouse, the extrapolated sizes hollow.
 
 ``python -m benchmarks.plots`` redraws the figures the README shows from the
 committed JSON files (:data:`FIGURES`), without running a benchmark;
@@ -143,6 +146,81 @@ def plot_executors(payload: Payload, path: Path) -> Path:
     ax.set_ylabel("MB/s (straddling MB ÷ rewrite seconds)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
+    _stamp(fig, payload)
+    return _save(fig, path)
+
+
+USABLE_COLORS = {"instant": "tab:green", "physical": "tab:blue", "logical": "tab:orange"}
+USABLE_LABELS = {
+    "instant": "instant: install, rewrite after",
+    "physical": "physical: rewrite first",
+    "logical": "logical: dump and reload",
+}
+
+
+def plot_usable(payload: Payload, path: Path) -> Path:
+    """Seconds to a usable tenant vs straddling GB, log-log: one line per method
+    and warehouse (``file://`` solid, moto dashed), the goal as a line.
+
+    Why a picture: the claim is a flat line for the instant restore against
+    lines that climb with every byte straddling S. Sizes where the physical or
+    logical restore was not run are drawn hollow, on a dotted line, at the
+    time the run extrapolated (``extrapolation`` in the JSON).
+    """
+    fig, ax = _axes()
+    cases = payload["cases"]
+    for backend, style in (("file", "-"), ("moto", "--")):
+        mine = sorted((c for c in cases if c["backend"] == backend),
+                      key=lambda c: c["tenant"]["straddle_bytes"])  # fmt: skip
+        if not mine:
+            continue
+        for method, color in USABLE_COLORS.items():
+            measured = [
+                (c["tenant"]["straddle_bytes"] / 1e9,
+                 c["instant"]["usable_best_s"] if method == "instant" else c[method]["usable_s"])
+                for c in mine if method == "instant" or method in c
+            ]  # fmt: skip
+            marker = "o" if backend == "file" else "s"
+            if measured:
+                xs, ys = zip(*measured, strict=True)
+                ax.plot(xs, ys, marker=marker, linestyle=style, color=color,
+                        label=f"{USABLE_LABELS[method]}, {backend}")  # fmt: skip
+            fit = payload.get("extrapolation", {}).get(backend, {}).get(method) or {}
+            guessed = [
+                (p["straddle_bytes"] / 1e9, p["usable_s"]) for p in fit.get("extrapolated", [])
+            ]
+            if guessed:
+                line = sorted(measured[-1:] + guessed)
+                ax.plot(*zip(*line, strict=True), linestyle=":", color=color)
+                gx, gy = zip(*guessed, strict=True)
+                ax.plot(gx, gy, marker=marker, linestyle="none", color=color,
+                        markerfacecolor="none")  # fmt: skip
+    goal = payload.get("goals", {}).get("usable", {}).get("goal_s")
+    if goal:
+        ax.axhline(goal, color="0.5", linewidth=0.8, linestyle="-.")
+        ax.annotate(f"goal for instant: {goal:g} s", (0.01, goal), xycoords=("axes fraction", "data"),
+                    xytext=(0, 2), textcoords="offset points", ha="left", va="bottom",
+                    fontsize=7, color="0.4")  # fmt: skip
+    ax.plot([], [], "o", color="0.4", markerfacecolor="none", linestyle=":",
+            label="hollow, dotted: extrapolated, not run")  # fmt: skip
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(
+        FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else "")
+    )
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 30)  # room for the legend above the lines
+    ax.set_xlabel("bytes straddling the snapshot, GB (all of the tenant; log scale)")
+    ax.set_ylabel("seconds to the first rows in another process (log)")
+    ax.set_title("Time to a usable tenant after a restore call, every object straddling S",
+                 fontsize=10)  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=6.5, loc="upper left", ncol=2)
     _stamp(fig, payload)
     return _save(fig, path)
 
@@ -291,6 +369,11 @@ def _has_executors(payload: Payload) -> bool:
     return bool(payload.get("executors", {}).get("sizes"))
 
 
+def _has_usable(payload: Payload) -> bool:
+    cases = payload.get("cases")
+    return isinstance(cases, list) and any("instant" in c for c in cases)
+
+
 def _has_memory(payload: Payload) -> bool:
     cases = payload.get("cases")
     return isinstance(cases, dict) and any(
@@ -302,6 +385,7 @@ PLOTS: tuple[tuple[str, Draw, Callable[[Payload], bool]], ...] = (
     ("straddle", plot_straddle, _has_straddle),
     ("executors", plot_executors, _has_executors),
     ("rss", plot_memory, _has_memory),
+    ("usable", plot_usable, _has_usable),
 )
 
 

@@ -64,6 +64,28 @@ def executors_result() -> dict[str, Any]:
     )
 
 
+def usable_result() -> dict[str, Any]:
+    """bench_instant_restore's part 1: 10 GB measured for instant only."""
+
+    def case(backend: str, gb: float) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "backend": backend,
+            "tenant": {"straddle_bytes": int(gb * 1e9)},
+            "instant": {"usable_best_s": 0.01 if backend == "file" else 0.5},
+        }
+        if gb < 5:
+            out |= {"physical": {"usable_s": 20 * gb}, "logical": {"usable_s": 100 * gb}}
+        return out
+
+    cases = [case(b, gb) for b in ("file", "moto") for gb in (1, 3, 10) if b == "file" or gb != 3]
+    guess = {"extrapolated": [{"straddle_bytes": int(10e9), "usable_s": 200.0}]}
+    return _run(
+        cases=cases,
+        extrapolation={b: {"physical": guess, "logical": guess} for b in ("file", "moto")},
+        goals={"usable": {"goal_s": 0.2}},
+    )
+
+
 def _variant(peak_mib: float, budget_mib: float | None = None) -> dict[str, Any]:
     return {
         "seconds": 1.0,
@@ -113,8 +135,9 @@ def _assert_png(path: Path) -> None:
         (plots.plot_straddle, straddle_result),
         (plots.plot_executors, executors_result),
         (plots.plot_memory, memory_result),
+        (plots.plot_usable, usable_result),
     ],
-    ids=["straddle", "executors", "memory"],
+    ids=["straddle", "executors", "memory", "usable"],
 )
 def test_each_plot_writes_a_png(
     draw: plots.Draw, result: Callable[[], dict[str, Any]], tmp_path: Path
