@@ -241,6 +241,11 @@ def test_restore_table_and_database_instant(
             r"an instant restore is physical",
         ),
         (
+            # in place, without --yes: refused before the question is asked
+            ("restore-tenant", "acme", "--snapshot", "mon", "--method", "logical", "--instant"),
+            r"an instant restore is physical",
+        ),
+        (
             ("restore-tenant", "acme", "--resume", "j1", "--instant"),
             r"--resume/--cancel take only a job id",
         ),

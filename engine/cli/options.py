@@ -128,10 +128,17 @@ def instant_choice(
     before any I/O, so a conflict is refused before a plan or a question.
 
     Raises:
-        InvalidArgument: both were given, or ``--no-wait`` without instant.
+        InvalidArgument: both were given, ``--instant`` with ``--method logical``, or
+            ``--no-wait`` without instant.
     """
     if instant and rewrite_first:
         raise InvalidArgument("give either --instant or --rewrite-first, not both")
+    if instant and method == "logical":
+        # run_restore's own words, before the question an in-place restore asks
+        raise InvalidArgument(
+            "an instant restore is physical: it installs the source's objects in place and "
+            "rewrites the straddling ones after; drop --instant, or use --method physical"
+        )
     chosen = instant or (not rewrite_first and INSTANT_BY_DEFAULT and method != "logical")
     if no_wait and not chosen:
         # run_restore's own words: the same refusal, made before any I/O

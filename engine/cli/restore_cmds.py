@@ -19,6 +19,7 @@ import typer
 from rich.console import RenderableType
 
 from engine.cli import render
+from engine.cli.background import background_nice, run_in_background
 from engine.cli.choices import ExecutorOption, MethodOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, table_arg, tenant_arg
@@ -193,7 +194,7 @@ def restore_tenant_cmd(
             as_json=as_json,
             plan=question_plan,
         )
-    watch = JobWatch(as_json, wait=not no_wait)
+    watch = JobWatch(as_json, wait=not no_wait, nice=background_nice())
     outcome = restore_tenant(
         store, tenant, point, to=to, executor=executor, verify=verify, method=method,
         instant=installs_first, wait=not no_wait,
@@ -229,10 +230,14 @@ class JobWatch:
                 )
             )
 
+    nice: int = 0  # how much the background rewrite lowers the CPU priority
+
     def installed(self, installed: Installed) -> None:
         self.usable_after_s = time.perf_counter() - self.began
         if not self.as_json and self.plan is not None:
             render.say(usable_line(self.plan, installed, wait=self.wait))
+        if self.wait:  # what follows is background work (engine.cli.background)
+            run_in_background(self.nice)
 
     def done(self, outcome: RestoreOutcome) -> None:
         if self.usable_after_s is None:  # installed at the end: usable now

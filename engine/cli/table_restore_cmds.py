@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from engine.cli import render
+from engine.cli.background import background_nice
 from engine.cli.choices import ExecutorOption, VerifyOption
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, table_arg, tenant_arg
@@ -307,7 +308,7 @@ def _run(
                     "the current tables stay readable at earlier times (undo by restoring to one)",
                 ],
             )
-    watch = JobWatch(as_json, wait=wait)
+    watch = JobWatch(as_json, wait=wait, nice=background_nice())
     outcome = run_restore(
         store,
         make_plan,
