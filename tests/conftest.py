@@ -17,6 +17,9 @@ import os
 os.environ.setdefault("REWIND_ROW_GROUP_ROWS", "40")
 os.environ.setdefault("REWIND_BATCH_ROWS", "16")
 os.environ.setdefault("REWIND_CHECK_ORDER", "1")
+# The CLI lowers its process's priority for an instant restore's background rewrite
+# (engine.cli.background); in-process CLI tests would lower the test workers'.
+os.environ.setdefault("REWIND_BACKGROUND_NICE", "0")
 # Human output is laid out for a pipe (100 columns) unless COLUMNS says
 # otherwise; pytest-xdist sets COLUMNS=80 in its workers, which would make the
 # same test see other line breaks there. A test that wants a width sets it.

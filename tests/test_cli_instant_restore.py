@@ -33,6 +33,10 @@ from engine.cli.options import restore_mode_help
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.progress import SILENT, Step
 
+# The CLI's words and flags; the catalog side runs on both backends in
+# test_instant_restore.py, the fault tests and the models.
+pytestmark = pytest.mark.one_catalog
+
 Rewind = Callable[..., Result]
 ROOT = Path(__file__).resolve().parent.parent
 HINT = re.compile(r"`(rewind [^`]+)`")

@@ -51,6 +51,10 @@ from tenants.schema import TS
 from tenants.spark_reader import read_as_of
 from tenants.store import TableStore
 
+# What each reader makes of cut members; the catalog side runs on both backends
+# in test_instant_restore.py, the fault tests and the models.
+pytestmark = pytest.mark.one_catalog
+
 TABLES = ("items", "other", "log")
 """``items`` and ``other``: updates, deletes and new keys on both sides of S;
 ``log``: append only, even keys before S and odd ones after, so each of its

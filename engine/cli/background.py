@@ -37,10 +37,17 @@ def background_nice() -> int:
     return int(text)
 
 
+_lowered = False  # a process lowers itself once, however many restores it runs
+
+
 def run_in_background(increment: int) -> None:
-    """Lower this process's CPU priority by ``increment`` (where the OS lets it)."""
-    if increment <= 0 or not hasattr(os, "nice"):
+    """Lower this process's CPU priority by ``increment`` (where the OS lets it),
+    once per process: a caller that runs the CLI in-process many times (a test
+    suite, a notebook) is not pushed down by every restore."""
+    global _lowered
+    if increment <= 0 or _lowered or not hasattr(os, "nice"):
         return
+    _lowered = True
     try:
         os.nice(increment)
     except OSError as e:  # a sandbox may refuse; the rewrite runs at full priority then
