@@ -17,7 +17,7 @@ from restore_helpers import SCHEMA, rows
 from engine.gc.run import run_gc
 from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import load_job
-from engine.restore.tables import restore_table
+from engine.restore.tables import restore_database, restore_table
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.errors import InvalidArgument, ObjectMissing
 from tenants.store import TableStore
@@ -186,3 +186,20 @@ def test_an_instant_restore_installs_nothing_when_an_object_it_would_read_is_mis
     with pytest.raises(ObjectMissing, match="was not installed"):
         restore_tenant(store, "acme", "s", to="copy", executor="local", instant=True)
     assert "copy" not in {t.name for t in store.tenants()}
+
+
+def test_an_instant_database_restore_opens_its_database_to_ddl_at_install(
+    store: TableStore,
+) -> None:
+    """Found by the table-restore model: an instant database restore kept its hold
+    on the database past its install, until its rewrite ended, so creating a
+    table in the restored (live) database was refused with TableBeingRestored."""
+    straddling_tenant(store)
+    expected = store.read("acme", "db", "items", as_of="s").to_pylist()
+    outcome = restore_database(store, "acme", "db", "s", executor="local", instant=True, wait=False)
+    assert outcome.rewrite_pending and cut_members(store, "acme")
+    store.create_table("acme", "db", "fresh", SCHEMA)
+    store.write("acme", "db", "fresh", upserts=rows((1, "new")))
+    resume_restore(store, outcome.job_id)
+    assert store.read("acme", "db", "fresh").to_pylist() == [{"id": 1, "v": "new"}]
+    assert store.read("acme", "db", "items").to_pylist() == expected

@@ -37,6 +37,7 @@ from tenants.catalog.pins import release_pins
 from tenants.catalog.table_restore import (
     drop_replaced_tables,
     insert_restored_tables,
+    release_locks,
 )
 from tenants.catalog.tables import database_row_at
 from tenants.catalog.totals import add_totals, recount
@@ -67,8 +68,9 @@ def install(
 
     ``instant``: install before the rewrite. Each straddler joins its new table
     as it is, held with a cut at S (readers keep its rows at or before S); the
-    job moves on to ``rewriting`` instead of ``done`` and keeps its pins, and
-    ``engine.restore.swap`` later replaces each by its rewritten copy.
+    job moves on to ``rewriting`` instead of ``done`` and keeps its pins (not its
+    holds on the replaced tables and database), and ``engine.restore.swap``
+    later replaces each by its rewritten copy.
 
     Raises:
         LeaseLost: another process holds the job, or it is no longer installing.
@@ -105,7 +107,11 @@ def install(
             )
             _install_objects(tx, plan, results, ts, instant)
             target = tenant_by_id(tx, plan.new_tenant_id)
-        if not instant:  # an instant job's straddlers stay pinned until it is done
+        if instant:
+            # Its straddlers stay pinned until it is done, but the install replaced
+            # what it held against writers and DDL: the database is live again.
+            release_locks(tx, plan.job_id)
+        else:
             release_pins(tx, plan.job_id)
         mark_installed(tx, plan.job_id, ts)
         return Installed(target, ts)
