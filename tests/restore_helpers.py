@@ -21,7 +21,7 @@ from item_rows import pairs as pairs
 from item_rows import rows as rows
 
 from engine.pipeline import RestorePlan
-from engine.restore.journal import task_counts
+from engine.restore.journal import ACTIVE_STATES, task_counts
 from engine.restore.members import ObjectAction, live_members
 from engine.restore.plan import plan_in
 from tenants.catalog import Catalog
@@ -86,6 +86,48 @@ def tenant_rows(store: TableStore) -> list[TenantRecord]:
 def catalog_rows(store: TableStore, sql: str, params: tuple[Any, ...] = ()) -> list[dict]:
     with store.catalog.snapshot() as tx:
         return tx.all(sql, params)
+
+
+def cut_members(store: TableStore, tenant: str) -> list[ObjectRecord]:
+    """The members ``tenant``'s tables hold with a cut: an instant restore's
+    straddlers that no swap or compaction has replaced yet."""
+    return [o for _, o in store.objects_of(tenant) if o.cut_ts is not None]
+
+
+def unreached_keys(store: TableStore) -> set[str]:
+    """Keys under ``tenants/`` of this catalog's tenants that nothing reaches.
+
+    Reached: a member of any table of any tenant, by its own live row or an
+    unreleased base (``gc_helpers.live_member_keys``, GC's own leak check), an
+    object an unfinished restore job pins, or an output its plan names. Once
+    protections end and GC ran with no grace, a key left over is a leak. Keys
+    under another catalog's tenant ids (an adopted warehouse) are not judged.
+    """
+    from gc_helpers import live_member_keys  # gc_helpers imports this module
+
+    ours = {str(r["id"]) for r in catalog_rows(store, "SELECT id FROM tenants")}
+    listed = {k for k in bucket_keys(store, "tenants/") if k.split("/")[1] in ours}
+    marks = ", ".join("?" for _ in ACTIVE_STATES)
+    pinned = {
+        str(r["object_key"])
+        for r in catalog_rows(
+            store,
+            "SELECT o.object_key FROM job_pins p JOIN restore_jobs j ON j.id = p.job_id "
+            f"JOIN objects o ON o.id = p.object_id WHERE j.state IN ({marks})",
+            ACTIVE_STATES,
+        )
+    }
+    planned = {
+        task.out_key
+        for r in catalog_rows(
+            store,
+            "SELECT p.plan_json FROM restore_jobs j JOIN restore_plans p ON p.job_id = j.id "
+            f"WHERE j.state IN ({marks})",
+            ACTIVE_STATES,
+        )
+        for task in RestorePlan.from_json(str(r["plan_json"])).tasks
+    }
+    return listed - live_member_keys(store, active_only=False) - pinned - planned
 
 
 def planned_with_members(

@@ -14,6 +14,18 @@ says; a write to the clone must work; and the source must read as before.
 Full compaction after a snapshot is dropped is the case DESIGN.md's "Lessons"
 warn about: a tombstone a remaining snapshot needs must survive it.
 
+Every S with straddlers, and now, is restored again as an instant clone
+(installed first, its straddlers held with a cut at S, then rewritten and
+swapped): waited for, with the clone read as the oracle at S from the moment
+it is installed; or left pending, the clone then snapshotted, written,
+compacted (a full compaction merges cut members) and collected by GC with no
+grace before its rewrite is resumed, or cancelled (the clone keeps reading
+through its cuts, and a clone of it inherits its cut members through a base).
+At the end one more instant clone is left pending while the source is
+dropped and purged and GC runs with no grace, then resumed or cancelled:
+every clone still reads as it did, and no key is left in the bucket that no
+table reaches.
+
 Every example uses the local executor for every S, and the Spark executor for
 the S with the most rewrite tasks (its result must equal the local one).
 """
@@ -31,10 +43,12 @@ import pyarrow as pa
 from hypothesis import event, given
 from hypothesis import strategies as st
 from oracle import Oracle, Row
-from restore_helpers import reads
+from restore_helpers import cut_members, job_state, reads, unreached_keys
 
-from engine.pipeline import ACTIONS, RestorePlan
-from engine.restore.job import restore_tenant
+from engine.gc.purge import purge_tenant
+from engine.gc.run import run_gc
+from engine.pipeline import ACTIONS, Installed, RestorePlan
+from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.plan import plan_restore
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.embedded_s3 import EmbeddedS3
@@ -104,6 +118,19 @@ class Alter:
 Op = Write | Compact | Snapshot | DropSnapshot | Alter
 
 
+@dataclass(frozen=True)
+class Instant:
+    """How one point's instant restore runs: waited for, or left pending while the
+    clone is written, compacted and collected, then resumed or cancelled."""
+
+    mode: Literal["wait", "resume", "cancel"]
+    write: bool
+    compact: Literal["none", "partial", "full"]
+    target_bytes: int
+    gc: bool
+    grand_instant: bool  # cancel: the clone of the clone is restored instant too
+
+
 def _key(table: str, row: Row) -> tuple[Any, ...]:
     return tuple(row[k] for k in PRIMARY_KEYS[table])
 
@@ -141,6 +168,19 @@ ops = st.one_of(
     st.builds(Alter, kind=st.sampled_from(["add_note", "drop_note"])),
 )
 part = st.lists(ops, max_size=MAX_STEPS // 3)
+instants = st.lists(
+    st.builds(
+        Instant,
+        mode=st.sampled_from(["wait", "resume", "cancel"]),
+        write=st.booleans(),
+        compact=st.sampled_from(["none", "partial", "full", "full"]),
+        target_bytes=st.sampled_from([1, 1_500, DEFAULT_TARGET_BYTES]),
+        gc=st.booleans(),
+        grand_instant=st.booleans(),
+    ),
+    min_size=1,
+    max_size=3,
+)
 
 
 @st.composite
@@ -165,7 +205,8 @@ def histories(draw: st.DrawFn) -> list[Op]:
 class Model:
     """A fresh store (new bucket, new SQLite file) with the oracle beside it."""
 
-    def __init__(self, s3: EmbeddedS3, catalog_uri: str) -> None:
+    def __init__(self, s3: EmbeddedS3, catalog_uri: str, *, events: bool = True) -> None:
+        self.events = events  # hypothesis events (a fixed history runs outside @given)
         bucket = f"rewind-restore-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(bucket)
         self.store = TableStore.open(catalog_uri, f"s3://{bucket}/wh", s3=s3.settings)
@@ -182,6 +223,10 @@ class Model:
 
     def close(self) -> None:
         self.store.close()
+
+    def event(self, what: str) -> None:
+        if self.events:
+            event(what)
 
     def schema_at(self, table: str, ts: int) -> TableSchema:
         return [s for since, s in self.schemas[table] if since <= ts][-1]
@@ -253,24 +298,148 @@ class Model:
                 assert table.totals() == counts, table.qualified
                 assert table.rewrites == tuple(straddlers), table.qualified
 
-    def check_clone(self, clone: str, at_ts: int) -> None:
-        """The clone reads as the oracle at S, with the DDL and snapshots as of S."""
+    def check_clone(
+        self,
+        clone: str,
+        at_ts: int,
+        now: dict[str, list[Row]] | None = None,
+        own: dict[str, dict[str, list[Row]]] | None = None,
+    ) -> None:
+        """The clone reads as the oracle at S, with the DDL and snapshots as of S.
+
+        ``now``: what it reads now instead (it took writes since); ``own``: the
+        snapshots it took itself since (name -> table -> rows), after the carried ones.
+        """
         store = self.store
+        own = own or {}
         tables = {t.name: t for t in store.tables(clone)}
         assert sorted(tables) == ["items", "orders"]
         for table in ("items", "orders"):
             assert tables[table].schema == self.schema_at(table, at_ts), (clone, table)
             got = store.read(clone, DB, table).to_pylist()
-            assert got == self.expected(table, at_ts), f"{clone}/{table} restored to ts {at_ts}"
+            expected = self.expected(table, at_ts) if now is None else now[table]
+            assert got == expected, f"{clone}/{table} restored to ts {at_ts}"
         carried = sorted((ts, name) for name, ts in self.snapshots.items() if ts <= at_ts)
-        assert [(s.ts, s.name) for s in store.snapshots(clone)] == carried
+        assert [s.name for s in store.snapshots(clone)] == [n for _, n in carried] + list(own)
+        assert [(s.ts, s.name) for s in store.snapshots(clone)][: len(carried)] == carried
         for ts, name in carried:
             for table in ("items", "orders"):
                 got = store.read(clone, DB, table, as_of=name).to_pylist()
                 assert got == self.expected(table, ts), f"{clone}/{table} at snapshot {name}"
+        for name, rows in own.items():
+            for table in ("items", "orders"):
+                got = store.read(clone, DB, table, as_of=name).to_pylist()
+                assert got == rows[table], f"{clone}/{table} at its own snapshot {name}"
 
-    def check_restores(self, spark: bool) -> list[int]:
-        """Restore a clone at every standing snapshot and at now; rewrite tasks per point."""
+    def write_clone(self, clone: str, at_ts: int, now: dict[str, list[Row]]) -> None:
+        """An update, an insert and a delete in each of the clone's tables; ``now``
+        follows (the clone's schema is the source's as of S)."""
+        schema = self.schema_at("items", at_ts)
+        row = {n: None for n in schema.names} | {"id": 98, "v": "pending"}
+        changes: dict[str, tuple[list[Row], list[Row]]] = {
+            "items": ([row, {**row, "id": 1}], [{"id": 0}]),
+            "orders": (
+                [{"id": 9, "region": "eu", "qty": 7}, {"id": 0, "region": "us", "qty": -1}],
+                [{"id": 1, "region": "eu"}],
+            ),
+        }
+        for table, (upserts, deletes) in changes.items():
+            schema = self.schema_at(table, at_ts)
+            self.store.write(
+                clone,
+                DB,
+                table,
+                upserts=pa.Table.from_pylist(upserts, schema=schema.arrow()),
+                deletes=pa.Table.from_pylist(deletes, schema=schema.key_arrow()),
+            )
+            pk = PRIMARY_KEYS[table]
+            gone = {_key(table, r) for r in upserts} | {_key(table, r) for r in deletes}
+            kept = [r for r in now[table] if _key(table, r) not in gone]
+            now[table] = sorted(kept + upserts, key=lambda r: tuple(r[k] for k in pk))
+
+    def check_instant(self, point: str | int, at_ts: int, case: Instant, index: int) -> None:
+        """Restore ``point`` as an instant clone and check it before, during and after
+        its rewrite (``case`` says how the rewrite runs and what happens meanwhile)."""
+        store = self.store
+        clone = f"inst{index}"
+        at_s = {t: self.expected(t, at_ts) for t in ("items", "orders")}
+        seen: list[int] = []
+
+        def usable(installed: Installed) -> None:
+            # Installed, not a byte rewritten: every straddler is read through its cut.
+            assert installed.tenant.name == clone
+            seen.append(len(cut_members(store, clone)))
+            self.check_clone(clone, at_ts)
+
+        outcome = restore_tenant(
+            store,
+            TENANT,
+            point,
+            to=clone,
+            executor="local",
+            instant=True,
+            wait=case.mode == "wait",
+            on_installed=usable,
+        )
+        tasks = outcome.plan.tasks
+        assert outcome.instant and outcome.plan.at_ts == at_ts
+        assert seen == [len(tasks)], "the install holds each straddler with a cut"
+        if case.mode == "wait":
+            self.event("instant restore, waited for")
+            assert not outcome.rewrite_pending and outcome.rewritten == len(tasks)
+            assert job_state(store, outcome.job_id) == "done"
+            assert cut_members(store, clone) == []
+            self.check_clone(clone, at_ts)
+            return
+        assert outcome.rewrite_pending and job_state(store, outcome.job_id) == "rewriting"
+        cut = cut_members(store, clone)
+        assert sorted(o.id for o in cut) == sorted(t.input.id for t in tasks)
+        assert all(o.cut_ts == at_ts for o in cut)
+        # While the rewrite is pending: a snapshot (a protected time inside it),
+        # writes, a compaction (a full one merges the cut members) and GC with no grace.
+        store.create_snapshot(clone, "during")
+        own = {"during": at_s}
+        now = dict(at_s)
+        if case.write:
+            self.write_clone(clone, at_ts, now)
+        if case.compact != "none":
+            store.compact(clone, target_bytes=case.target_bytes, full=case.compact == "full")
+        if case.gc:
+            run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
+        self.check_clone(clone, at_ts, now, own)
+        self.event(
+            f"instant restore {case.mode}, {min(len(cut_members(store, clone)), 2)} cut left"
+        )
+        if case.mode == "resume":
+            resumed = resume_restore(store, outcome.job_id)
+            assert resumed.instant and not resumed.rewrite_pending
+            assert resumed.rewritten == len(tasks)
+            assert job_state(store, outcome.job_id) == "done"
+            assert cut_members(store, clone) == []
+            self.check_clone(clone, at_ts, now, own)
+            return
+        left = cut_members(store, clone)
+        job = cancel_restore(store, outcome.job_id)
+        assert job.state == "cancelled" and job.installed_ts == outcome.installed_ts
+        assert cut_members(store, clone) == left  # only the rewrite is abandoned
+        self.check_clone(clone, at_ts, now, own)
+        # A clone of the clone inherits its cut members through a base, and keeps
+        # reading them once both sides compact them away and GC runs with no grace.
+        clone_reads = reads(store, clone)
+        grand = f"{clone}-again"
+        restore_tenant(
+            store, clone, store.now(), to=grand, executor="local", instant=case.grand_instant
+        )
+        assert reads(store, grand) == clone_reads
+        store.compact(clone, full=True)
+        store.compact(grand, full=True)
+        run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
+        assert reads(store, grand) == clone_reads == reads(store, clone)
+        assert reads(store, grand, "during") == {f"{DB}.{t}": rows for t, rows in at_s.items()}
+
+    def check_restores(self, spark: bool, instants: list[Instant]) -> list[int]:
+        """Restore a clone at every standing snapshot and at now, and an instant clone
+        (``instants``, in turn, say how); rewrite tasks per point."""
         store = self.store
         now = store.now()
         source_before = reads(store, TENANT)
@@ -308,6 +477,11 @@ class Model:
             store.compact(clone, full=True)
             store.compact(grand, full=True)
             assert reads(store, grand) == clone_reads == reads(store, clone)
+            if outcome.plan.tasks or index == len(points) - 1:
+                # Instant where it holds straddlers with a cut; at now, where none
+                # straddles, the edge of a job with nothing to rewrite or swap.
+                self.check_instant(point, at_ts, instants[index % len(instants)], index)
+                assert reads(store, TENANT) == source_before
 
         if spark:
             best = max(range(len(points)), key=lambda i: rewrites[i])
@@ -323,24 +497,73 @@ class Model:
         assert store.tenant(TENANT).source_tenant_id is None
         return rewrites
 
+    def retire_source(self, pick: int, cancel: bool) -> None:
+        """Restore one more instant clone and leave its rewrite pending; drop and purge
+        the source (its installed job no longer reads it) and run GC with no grace:
+        every clone reads as it did (those reading through cuts, and their clones,
+        too), the pending one as the oracle at S. Then resume or cancel its rewrite,
+        GC again: it still does, and no key is left that no table reaches."""
+        store = self.store
+        points: list[tuple[str | int, int]] = [(n, ts) for n, ts in self.snapshots.items()]
+        points.append((store.now(), store.now()))
+        point, at_ts = points[pick % len(points)]
+        outcome = restore_tenant(
+            store, TENANT, point, to="last", executor="local", instant=True, wait=False
+        )
+        clones = [t.name for t in store.tenants() if t.name != TENANT]
+        before = {c: reads(store, c) for c in clones}
+        purge_tenant(store.catalog, store.drop_tenant(TENANT).ref)
+
+        def collect() -> None:
+            run_gc(
+                store,
+                dry_run=False,
+                grace_us=0,
+                orphan_grace_us=0,
+                allow_short_grace=True,
+                compact=False,
+            )
+            self.check_clone("last", at_ts)
+
+        collect()
+        if cancel:
+            cancel_restore(store, outcome.job_id)
+        else:
+            resume_restore(store, outcome.job_id)
+            assert cut_members(store, "last") == []
+        collect()
+        assert {c: reads(store, c) for c in clones} == before  # GC deleted nothing they read
+        assert unreached_keys(store) == set()
+        self.event(f"source purged under a pending rewrite of {min(len(outcome.plan.tasks), 3)}")
+
 
 @contextmanager
-def model(s3: EmbeddedS3, catalog_uri: str) -> Iterator[Model]:
-    m = Model(s3, catalog_uri)
+def model(s3: EmbeddedS3, catalog_uri: str, *, events: bool = True) -> Iterator[Model]:
+    m = Model(s3, catalog_uri, events=events)
     try:
         yield m
     finally:
         m.close()
 
 
-@given(history=histories())
+@given(
+    history=histories(),
+    instant=instants,
+    last=st.tuples(st.integers(0, 10), st.booleans()),
+)
 def test_clone_restore_at_every_protected_time_reads_as_the_oracle(
-    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], spark: Any, history: list[Op]
+    s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
+    spark: Any,
+    history: list[Op],
+    instant: list[Instant],
+    last: tuple[int, bool],
 ) -> None:
     with model(s3_server, new_catalog_uri()) as m:
         for op in history:
             m.apply(op)
-        rewrites = m.check_restores(spark=True)
+        rewrites = m.check_restores(spark=True, instants=instant)
+        m.retire_source(*last)
     event(f"restore points: {len(rewrites)}")
     event(
         f"most rewrite tasks at one point: {min(max(rewrites), 5)}{'+' if max(rewrites) >= 5 else ''}"
@@ -363,8 +586,15 @@ def test_full_compaction_after_dropping_a_snapshot_keeps_tombstones_a_later_rest
         Write("items", ({"id": 3, "v": "c", "note": None},), ()),
         Compact(None, False, DEFAULT_TARGET_BYTES),
     ]
-    with model(s3_server, new_catalog_uri()) as m:
+    with model(s3_server, new_catalog_uri(), events=False) as m:
         for op in history:
             m.apply(op)
         assert sorted(m.snapshots) == ["s1"]
-        m.check_restores(spark=False)
+        m.check_restores(
+            spark=False,
+            instants=[
+                Instant("cancel", True, "full", DEFAULT_TARGET_BYTES, True, True),
+                Instant("resume", True, "partial", 1, True, False),
+            ],
+        )
+        m.retire_source(0, cancel=True)
