@@ -11,10 +11,20 @@ before this one adopts it back). A kill is ``SimulatedCrash``, a
 BaseException no handler of the code under test catches, so the journal is
 left exactly as a dead process leaves it.
 
+Physical restores also run instant (installed first, the straddlers held
+with a cut at S, then rewritten, verified and swapped in), waited for or
+returning with the rewrite pending; a kill lands anywhere in the install,
+the rewrite, the verification or the swap. An instant job killed after its
+install leaves a live tenant that must read as the model says, however dead
+its job.
+
 After every step: every live tenant reads exactly as the model says (its
 state at "now", and every snapshot name the model knows resolves, through
 lineage, to the state at that snapshot); and no object the catalog records is
-missing from the bucket.
+missing from the bucket. At the end, with every job done or cancelled, the
+source is dropped and purged (its retired predecessors too) and GC runs with
+no grace: the other tenants still read as the model says, and no key is left
+in the bucket that no table, base or pin reaches.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import copy
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -31,12 +41,20 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
-from restore_helpers import FaultyCatalog, SimulatedCrash, catalog_rows, with_catalog
+from restore_helpers import (
+    FaultyCatalog,
+    SimulatedCrash,
+    catalog_rows,
+    cut_members,
+    unreached_keys,
+    with_catalog,
+)
 
 from engine.backup.api import create_backup, restore_backup
+from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
 from engine.restore.job import AlreadyInstalled, cancel_restore, restore_tenant, resume_restore
-from engine.restore.journal import RestoreInProgress
+from engine.restore.journal import RestoreInProgress, load_job
 from tenants import catalog
 from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import WarehouseOwned
@@ -60,7 +78,24 @@ KILLS: list[tuple[str, bool]] = [
     ("INSERT INTO tenants", True),  # right after the physical install committed
     ("INSERT INTO membership (", False),  # the logical reload, mid-load
     ("UPDATE tenants SET state = 'active'", True),  # right after the logical swap
+    # An instant job: its install's cut members (inside, and right after its commit),
+    ("INSERT INTO membership (table_id, object_id, added_ts, max_ts, cut_ts)", False),
+    ("INSERT INTO membership (table_id, object_id, added_ts, max_ts, cut_ts)", True),
+    # a swap ending a cut member, and registering its copy (a rewrite-first
+    # install registers its copies with the same statement)
+    ("UPDATE membership SET removed_ts", False),
+    ("UPDATE membership SET removed_ts", True),
+    ("INSERT INTO objects", False),
+    ("INSERT INTO objects", True),
 ]
+# The kills an instant job meets: its tasks, its state changes, its install, its swap.
+INSTANT_KILLS = [
+    k
+    for k in KILLS
+    if k[0] != "INSERT INTO membership (" and not k[0].startswith("UPDATE tenants SET state")
+]
+# How a physical restore runs: rewrite first, instant, or instant returning once installed.
+Instant = Literal["no", "wait", "no_wait"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +116,7 @@ class Restore:
     snapshot: int  # index into the snapshots taken so far
     kill: int | None  # index into KILLS
     occurrence: int
+    instant: Instant = "no"  # physical only
 
 
 @dataclass(frozen=True)
@@ -126,8 +162,10 @@ restores = st.builds(
     clone=st.booleans(),
     snapshot=st.integers(0, 5),
     kill=st.none() | st.integers(0, len(KILLS) - 1) | st.integers(0, len(KILLS) - 1),
-    occurrence=st.integers(1, 2),
-)
+    # an instant job changes its state six times (the swap's batches once more each)
+    occurrence=st.integers(1, 2) | st.integers(1, 6),
+    instant=st.sampled_from(["no", "no", "wait", "no_wait"]),
+).map(lambda r: r if r.instant == "no" else replace(r, method="physical"))
 finishes = st.builds(Finish, how=st.sampled_from(["resume", "cancel"]))
 ops = st.one_of(
     write_ops,
@@ -146,17 +184,32 @@ ops = st.one_of(
 @st.composite
 def histories(draw: st.DrawFn) -> list[Op]:
     """Writes on both sides of a snapshot and a compaction first, so restores have
-    objects to rewrite; then a free interleaving."""
+    objects to rewrite; then an instant restore of that snapshot (whose objects
+    straddle it), killed anywhere or not, and a free interleaving."""
     before = draw(st.lists(write_ops, min_size=1, max_size=3))
     after = draw(st.lists(write_ops, min_size=1, max_size=3))
+    kill = draw(st.none() | st.sampled_from(INSTANT_KILLS) | st.sampled_from(INSTANT_KILLS))
+    instant = Restore(
+        "physical",
+        draw(st.booleans()),
+        1,  # the snapshot between before and after
+        None if kill is None else KILLS.index(kill),
+        # a state change: any of the six (planned -> installing -> rewriting ->
+        # verifying -> installing -> each swap batch -> done); else the first
+        draw(st.integers(1, 6)) if kill == ("UPDATE restore_jobs SET state", True) else 1,
+        draw(st.sampled_from(["wait", "no_wait"])),
+    )
     free = draw(st.lists(ops, min_size=2, max_size=MAX_STEPS))
-    return [*before, Snapshot(), *after, Compact(800), *free]
+    return [*before, Snapshot(), *after, Compact(800), instant, *free]
 
 
 class Model:
     """The store, a second handle on it (the "other process"), and the expected states."""
 
-    def __init__(self, s3: EmbeddedS3, new_catalog_uri: Callable[[], str]) -> None:
+    def __init__(
+        self, s3: EmbeddedS3, new_catalog_uri: Callable[[], str], *, events: bool = True
+    ) -> None:
+        self.events = events  # hypothesis events (a fixed history runs outside @given)
         bucket = f"rewind-faults-{uuid.uuid4().hex[:12]}"
         s3.create_bucket(bucket)
         backups = f"rewind-faults-bk-{uuid.uuid4().hex[:12]}"
@@ -172,9 +225,16 @@ class Model:
         self.store.create_table(SOURCE, DB, "items", ITEMS)
         self.live: dict[str, State] = {SOURCE: {}}  # tenant name -> expected rows now
         self.snapshots: list[tuple[str, State]] = []  # of SOURCE's lineage, in order
-        self.pending: tuple[str, Restore, str, State] | None = None  # job, op, target, state at S
+        # job, op, target, state at S, and whether its tenant is installed (an
+        # instant job's, before its rewrite): the tenant is then live already
+        self.pending: tuple[str, Restore, str, State, bool] | None = None
         self.backups: dict[int, str] = {}  # snapshot index -> backup id
         self.made = 0
+        self.killed: list[str] = []  # the job of each restore a kill landed in
+
+    def event(self, what: str) -> None:
+        if self.events:
+            event(what)
 
     def close(self) -> None:
         self.other.close()
@@ -249,7 +309,7 @@ class Model:
                 ),
             )
         try:
-            restore_tenant(
+            outcome = restore_tenant(
                 store,
                 SOURCE,
                 name,
@@ -257,19 +317,30 @@ class Model:
                 method=op.method,
                 executor="local",
                 verify="objects",
+                instant=op.instant != "no",
+                wait=op.instant != "no_wait",
             )
         except SimulatedCrash:
-            event(f"killed: {op.method} at {KILLS[op.kill or 0]}")
-            [job] = catalog_rows(
+            self.event(f"killed: {op.method} {op.instant} at {KILLS[op.kill or 0]}")
+            [row] = catalog_rows(
                 self.store,
-                "SELECT id, state FROM restore_jobs ORDER BY created_ts DESC, id LIMIT 1",
+                "SELECT id FROM restore_jobs ORDER BY created_ts DESC, id LIMIT 1",
             )
-            if job["state"] == "done":
+            job = load_job(self.store.catalog, str(row["id"]))
+            self.killed.append(job.id)
+            if job.installed_ts is not None:
+                # Installed: live and correct from the install's commit on, with its job dead.
                 self.installed(target, at_s)
-            else:
-                self.pending = (str(job["id"]), op, target, at_s)
+            if job.state != "done":
+                self.pending = (job.id, op, target, at_s, job.installed_ts is not None)
+            if job.installed_ts is not None and job.state != "done":
+                self.event("killed after an instant install: live tenant, dead job")
             return
         self.installed(target, at_s)
+        if outcome.rewrite_pending:
+            self.pending = (outcome.job_id, op, target, at_s, True)
+            if cut_members(self.store, target):
+                self.event("instant rewrite left pending with cut members")
 
     def installed(self, target: str, at_s: State) -> None:
         self.live[target] = copy.deepcopy(at_s)
@@ -277,16 +348,23 @@ class Model:
     def finish(self, op: Finish) -> None:
         if self.pending is None:
             return
-        job_id, _, target, at_s = self.pending
+        job_id, _, target, at_s, live = self.pending
         self.pending = None
         if op.how == "resume":
             resume_restore(self.other, job_id)
-            self.installed(target, at_s)
+            if not live:
+                self.installed(target, at_s)
+            assert load_job(self.store.catalog, job_id).state == "done"
             return
         try:
-            cancel_restore(self.other, job_id)
+            job = cancel_restore(self.other, job_id)
         except AlreadyInstalled:
+            assert not live, "an installed instant job's rewrite is cancellable"
             self.installed(target, at_s)
+            return
+        assert job.state == "cancelled"
+        # An instant job's installed tenant stays, reading through its cuts.
+        assert (job.installed_ts is not None) == live, job_id
 
     def backup_restore(self, op: BackupRestore) -> None:
         if not self.snapshots:
@@ -306,7 +384,7 @@ class Model:
             try:
                 restore_backup(faulty, self.backup_uri, self.backups[index], tenant=target)
             except SimulatedCrash:
-                event("backup restore killed mid-load")
+                self.event("backup restore killed mid-load")
         restore_backup(self.other, self.backup_uri, self.backups[index], tenant=target)
         self.installed(target, at_s)
 
@@ -372,6 +450,29 @@ class Model:
             self.store.close()
             self.store = TableStore.open(*self.uris, s3=self.s3.settings, adopt_warehouse=True)
 
+    def retire_source(self) -> None:
+        """With every job finished: drop and purge the source (and the tenants it
+        retired), run GC with no grace. The other tenants read as before (an instant
+        clone's cut members are its own), and nothing is left that nothing reaches."""
+        assert self.pending is None
+        self.store.drop_tenant(SOURCE)
+        for tenant in self.store.tenants(include_dropped=True):
+            if tenant.state == "dropped" and tenant.purged_ts is None:
+                purge_tenant(self.store.catalog, tenant.ref)
+        del self.live[SOURCE]
+        self.snapshots.clear()
+        run_gc(
+            self.other,
+            dry_run=False,
+            grace_us=0,
+            orphan_grace_us=0,
+            allow_short_grace=True,
+            compact=False,
+        )
+        self.check()
+        leaked = unreached_keys(self.store)
+        assert not leaked, f"{len(leaked)} key(s) nothing reaches, e.g. {sorted(leaked)[:2]}"
+
     def rows(self, tenant: str, as_of: str | None = None) -> State:
         return self.rows_of(self.store, tenant, as_of)
 
@@ -398,6 +499,47 @@ def test_no_interleaving_of_kills_cancels_resumes_and_gc_loses_data(
         if model.pending is not None:  # whatever is left can still be finished
             model.apply(Finish("resume"))
             model.check()
+        model.retire_source()
+    finally:
+        model.close()
+
+
+STATE_CHANGE = ("UPDATE restore_jobs SET state", True)
+# Every step of an instant job: each kill it meets, at each of its six state changes.
+INSTANT_STEPS = [
+    (KILLS.index(k), occurrence)
+    for k in INSTANT_KILLS
+    for occurrence in (range(1, 7) if k == STATE_CHANGE else (1,))
+]
+
+
+@pytest.mark.parametrize(("kill", "occurrence"), INSTANT_STEPS)
+def test_an_instant_restore_killed_at_any_step_is_live_once_installed_and_finishes(
+    s3_server: EmbeddedS3, new_catalog_uri: Callable[[], str], kill: int, occurrence: int
+) -> None:
+    """A fixed history per step: a straddling snapshot, an instant restore killed
+    there (in place or a clone, in turn), a write, compaction and GC with no
+    grace while its job is dead, then resumed or cancelled (in turn) from the
+    other process, and the source retired."""
+    step = INSTANT_STEPS.index((kill, occurrence))
+    history: list[Op] = [
+        Write(((1, "a"), (2, "a"), (4, "a")), ()),
+        Snapshot(),
+        Write(((1, "b"), (5, "b")), (2,)),
+        Compact(100_000),
+        Restore("physical", step % 4 < 2, 1, kill, occurrence, "wait"),
+        Write(((6, "c"),), (4,)),
+        Compact(1),
+        Gc(),
+        Finish("cancel" if step % 2 else "resume"),
+    ]
+    model = Model(s3_server, new_catalog_uri, events=False)
+    try:
+        for op in history:
+            model.apply(op)
+            model.check()
+        assert model.killed, f"{KILLS[kill]} #{occurrence} did not land"
+        model.retire_source()
     finally:
         model.close()
 
