@@ -105,10 +105,10 @@ class Job:
     env: dict[str, str]
     tmp: Path
 
-    def restore(self, python: Path) -> Any:
+    def restore(self, python: Path, *extra: str) -> Any:
         return self.submit(
             JOB, "--catalog", self.catalog, "--warehouse", self.warehouse, "--json",
-            "acme", "--snapshot", "mon", "--to", "acme_copy", python=python,
+            "acme", "--snapshot", "mon", "--to", "acme_copy", *extra, python=python,
         )  # fmt: skip
 
     def submit(self, app: Path, *args: str, python: Path, env: dict[str, str] | None = None) -> Any:
@@ -184,7 +184,10 @@ def test_read_as_of_runs_on_the_cluster(job: Job) -> None:
 
 
 def test_a_worker_without_pyarrow_fails_fast_naming_it(job: Job) -> None:
-    done = job.restore(worker_python(job.tmp / "nopa", exclude=("pyarrow",)))
+    # Rewrite first: the workers are checked before the job starts. (An instant
+    # restore installs first and starts Spark for its rewrite after: the same
+    # error then fails the job, resumable, with the tenant installed and correct.)
+    done = job.restore(worker_python(job.tmp / "nopa", exclude=("pyarrow",)), "--rewrite-first")
     assert done.returncode == 1, done.stderr[-4000:]
     error = _error_line(done.stderr + done.stdout)
     assert error["type"] == "ClusterMisconfigured"
