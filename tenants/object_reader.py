@@ -14,7 +14,9 @@ memory and checked first, where a file would cost more than it saves.
 A partial read (``verify=False``: a query that stops early) reads only the
 row groups it needs, by ranged GETs; the whole-object checksum cannot be
 checked then, but every page's CRC is (objects are written with page
-checksums), so a damaged page still fails loudly.
+checksums), so a damaged page still fails loudly. The footer of an object
+this process has opened before comes from tenants.footer_cache, not from
+another request.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tenants.errors import CorruptObject, StorageError
+from tenants.footer_cache import FOOTERS
 from tenants.objects import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.parquet_codec import arrow_buffer
@@ -181,9 +184,11 @@ def open_object(
             checksum = _Checksum(objects, record, where)
             stack.callback(checksum.join)
             source, check = local, checksum.verdict
+        footer_key = (objects.warehouse.uri, record.key, record.bytes, record.checksum)
         try:
             parquet = pq.ParquetFile(
                 source,  # type: ignore[arg-type]
+                metadata=FOOTERS.get(footer_key),  # None: read from the object
                 page_checksum_verification=True,
                 # pre_buffer would fetch every row group iter_batches is given at once.
                 pre_buffer=False,
@@ -194,6 +199,7 @@ def open_object(
                 check()
             raise CorruptObject(f"object {where} is not readable Parquet: {e}") from e
         stack.callback(parquet.close)
+        FOOTERS.put(footer_key, parquet.metadata)
         yield ObjectReader(record, parquet, where, check)
 
 
