@@ -139,7 +139,11 @@ def test_no_wait_then_resume_as_printed(
     assert "installed; rewrite pending" in shown
 
     resumed = ok(rewind(*told["--resume"][1:])).stdout
-    assert re.search(rf"^restore job {job_id} done \(physical\)", resumed, re.MULTILINE), resumed
+    done = re.search(rf"^restore job {job_id} done \(physical\)", resumed, re.MULTILINE)
+    assert done is not None, resumed
+    # the plan first, once: what the resumed job does comes before what it did
+    assert resumed.count(f"restore plan {job_id}") == 1, resumed
+    assert resumed.index(f"restore plan {job_id}") < done.start(), resumed
     assert "installed first, usable before this command began" in resumed
     for table in TABLES:
         assert rows_of(rewind, "acme", table) == straddling[table]
@@ -370,6 +374,19 @@ def test_the_plan_is_printed_before_the_rewrite_runs(
         assert plan < usable < rewrite < swap < done, out
     else:
         assert " is usable " not in out
+
+
+def test_a_resumed_job_prints_its_plan_before_it_runs(
+    rewind: Rewind, straddling: dict[str, list[dict[str, Any]]], watched: None
+) -> None:
+    out = ok(rewind("restore-tenant", "acme", "--snapshot", "mon", "--to", "copy", "--no-wait"))
+    resume = hints(out.stdout)["--resume"]
+    resumed = ok(rewind(*resume[1:])).output
+    plan = resumed.index(f"restore plan {resume[-1]}")
+    rewrite = resumed.index("[step] rewriting 2 objects")
+    done = resumed.index(f"restore job {resume[-1]} done (physical)")
+    assert plan < rewrite < done, resumed
+    assert resumed.count("restore plan ") == 1, resumed
 
 
 @pytest.mark.parametrize("default", [False, True])

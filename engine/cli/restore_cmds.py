@@ -264,11 +264,21 @@ def job_action(
         else:
             render.say(cancelled_line(job))
         return
+    if not as_json:  # what the resumed job will do, before it does it
+        render.show(
+            plan_table(
+                job.plan,
+                job.executor,
+                "recorded with the job when it was planned",
+                method=job.method,
+                instant=job.instant,
+            )
+        )
     began = time.perf_counter()
     outcome = resume_restore(store, job_id)
     # An instant job that had installed was usable before this command began.
     usable = 0.0 if job.installed_ts is not None else time.perf_counter() - began
-    print_outcome(outcome, as_json, usable_after_s=usable)
+    print_outcome(outcome, as_json, usable_after_s=usable, plan_shown=True)
 
 
 def print_outcome(
