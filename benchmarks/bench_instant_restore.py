@@ -633,7 +633,7 @@ def rewrite_figures(
     job = case["instant_job"]
     straddle = built["straddle_bytes"]
     instant_rewrite = min(
-        job["resume_steps"]["rewrite"], *(p["steps"]["rewrite"] for p in pairs["instant_wait"])
+        [job["resume_steps"]["rewrite"], *(p["steps"]["rewrite"] for p in pairs["instant_wait"])]
     )
     physical_rewrite = min(p["steps"]["rewrite"] for p in pairs["physical"])
     whole = [job["whole_s"], *(p["whole_s"] for p in pairs["instant_wait"])]
