@@ -22,7 +22,7 @@ Operations (full sizes; ``--quick``: 2,000 transactions, 5·10^4 bulk rows, 10^5
 a) 10^4 small write transactions: BEGIN; a compare-and-set on the clock row
    (``UPDATE clock SET last_ts = ? WHERE id = 1 AND last_ts < ?``, rowcount
    checked, as pyiceberg's SQL catalog checks its commits); INSERT one object
-   record (``tenants.objects.insert_object``'s statement); COMMIT. Run in
+   record (``tenants.objects.record.insert_object``'s statement); COMMIT. Run in
    rounds with the libraries interleaved; the figure is the best round. On
    PostgreSQL also with ``synchronous_commit = off``, which is what SQLite's
    ``synchronous=NORMAL`` promises (no fsync per commit), so the library's own
@@ -40,7 +40,7 @@ c) The restore planner's classification (``engine/restore/plan.py``,
    compiler subclass that renders it; the stock rendering is timed too, as
    ``sqlalchemy_core (hint dropped)``, to show what a Core layer would lose.
 d) Reading 10^5 members as tuples and building ``ObjectRecord`` values
-   (``tenants.objects.live_objects``' query and ``record_from_tuple``).
+   (``tenants.objects.record.live_objects``' query and ``record_from_tuple``).
 
 Setup (not part of the comparison): the catalog schema from
 ``tenants.catalog.migrations`` on both backends, 10^6 object records, 10^6 live

@@ -71,8 +71,8 @@ from engine.pipeline import RewriteTask
 from engine.restore.job import restore_tenant
 from engine.restore.journal import finished_results
 from engine.restore.plan import plan_restore
-from tenants.objects import sort_by_key_and_ts
-from tenants.parquet_codec import ROW_GROUP_ROWS
+from tenants.objects.codec import ROW_GROUP_ROWS
+from tenants.objects.record import sort_by_key_and_ts
 from tenants.schema import TS
 from tenants.store import TableStore
 
@@ -85,7 +85,7 @@ TABLE_BYTES = 96 * MB  # per table before compaction: bounds compaction's memory
 OBJECT_BYTES = 48 * MB  # compaction target: straddling objects of at most ~48 MB
 BATCHES = 8
 CLUSTER_CORES = 2
-SPARK_CONF = {  # tenants.spark_session's defaults for a session Rewind creates
+SPARK_CONF = {  # tenants.spark.session's defaults for a session Rewind creates
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.enabled": "false",
@@ -287,8 +287,8 @@ def _python_job(spark: Any) -> int:
 
 
 def start_local_spark() -> tuple[Any, dict[str, float]]:
-    """A ``local[2]`` session (tenants.spark_session.get_spark) and what starting it cost."""
-    from tenants.spark_session import get_spark
+    """A ``local[2]`` session (tenants.spark.session.get_spark) and what starting it cost."""
+    from tenants.spark.session import get_spark
 
     spark, session_s = timed(lambda: get_spark("local[2]"))
     _, jvm_job_s = timed(lambda: spark.range(1000).count())
@@ -313,11 +313,11 @@ def start_cluster_spark(workdir: Path) -> tuple[Any, Any, dict[str, float]]:
 
     The worker's environment carries the AWS variables (moto's, exported by
     benchmarks.common); executors run a Python without Rewind, so Rewind
-    reaches them only as tenants.spark_session.prepare ships it.
+    reaches them only as tenants.spark.session.prepare ships it.
     """
     from pyspark.sql import SparkSession
 
-    from tenants.spark_session import get_spark, prepare
+    from tenants.spark.session import get_spark, prepare
     from tests.spark_cluster import start_cluster, worker_python
 
     aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
@@ -567,7 +567,7 @@ def _index(case: dict[str, Any]) -> int:
 
 def _decisions(cases: list[dict[str, Any]]) -> dict[str, str]:
     """What ``--executor auto`` picks right now for each measured size (and why)."""
-    from tenants.spark_session import effective_master
+    from tenants.spark.session import effective_master
 
     out = {"effective_master": effective_master().describe()}
     for case in cases:

@@ -64,9 +64,9 @@ from benchmarks.common import (
 )
 from engine.export import ExportResult, export_tables
 from tenants.objectstore import ObjectOutput, ObjectStore
+from tenants.reads.wholly_visible import wholly_visible
 from tenants.schema import TableSchema
 from tenants.store import TableStore
-from tenants.wholly_visible import wholly_visible
 
 NAME = "bench_export"
 TENANT, DATABASE, TABLE = "acme", "db", "events"
@@ -224,7 +224,7 @@ def _export_case(
 def _duckdb_case(store: TableStore, out: Path, table_bytes: int, rows_at_s: int) -> dict[str, Any]:
     import duckdb
 
-    from tenants.interop import to_duckdb
+    from tenants.reads.interop import to_duckdb
 
     connection = duckdb.connect()
     path = out / "events.parquet"

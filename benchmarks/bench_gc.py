@@ -60,7 +60,7 @@ from benchmarks.common import (
     timed,
 )
 from engine.gc.run import GcReport, run_gc
-from tenants.objects import ObjectRecord, add_member, insert_object, object_key
+from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore.base import ObjectInfo
 from tenants.store import TableStore
 from tenants.tenancy import TableRecord, new_id

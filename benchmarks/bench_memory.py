@@ -47,13 +47,13 @@ Case ``rewrite`` (restore's rewrite of one straddling object):
    - ``polars_hashed``: polars with Rewind's duties, the cheapest way found:
      the input's sha256 checked (``file://``: hashed in a thread alongside;
      moto: one streamed GET through Rewind's store to a spool file, hashed on
-     the way, as ``tenants.object_reader`` does), then one polars query with
+     the way, as ``tenants.objects.reader`` does), then one polars query with
      two sinks run together by ``pl.collect_all``: ``sink_parquet`` into a
      Python file object that hashes the bytes (sha256) and passes them to
      Rewind's ``ObjectStore.open_output`` (temp file + rename; S3 multipart),
      and ``sink_batches`` handing the same rows, in order, to a callback that
      gathers rows, ts range, first/last key and the content hash
-     (``tenants.row_hash.RowHasher``, after casting polars' ``large_string``
+     (``tenants.objects.row_hash.RowHasher``, after casting polars' ``large_string``
      to the table's ``string``). Its content hash must equal ``rewind``'s;
    - ``polars_hashed_2pass``: the same duties in two passes: polars sinks the
      kept rows to a local temp file, then a thread streams its bytes into
@@ -169,7 +169,7 @@ MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[1]
 RESULT_MARK = "BENCH_MEMORY_RESULT "
 
-# Rewind's layout (tenants/parquet_codec.py ROW_GROUP_ROWS, tenants/schema.py TS).
+# Rewind's layout (tenants/objects/codec.py ROW_GROUP_ROWS, tenants/schema.py TS).
 ROW_GROUP_ROWS = 128 * 1024
 READ_BATCH_ROWS = 64 * 1024
 TS = "__ts"
@@ -183,7 +183,7 @@ ALPHABET = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8
 DOWNLOAD_CHUNK = 8 * MiB
 UPLOAD_PART = 64 * MiB
 DISK_FACTOR = 3.5  # input + output + moto's spool + a download
-CHECK_CHUNK = 1024 * 1024  # tenants.object_reader.CHUNK_BYTES
+CHECK_CHUNK = 1024 * 1024  # tenants.objects.reader.CHUNK_BYTES
 
 REWRITE_VARIANTS = (
     "rewind",
@@ -567,7 +567,7 @@ def _arrow_bytes(path: Path) -> int:
 
 
 def object_record(meta: dict[str, Any]) -> dict[str, Any]:
-    """The ``tenants.objects.ObjectRecord`` fields of the generated object."""
+    """The ``tenants.objects.record.ObjectRecord`` fields of the generated object."""
     return {
         "id": OBJECT_ID,
         "key": f"tenants/{TENANT_ID}/{TABLE_ID}/data/{OBJECT_ID}.parquet",  # objects.object_key
@@ -654,7 +654,7 @@ def child_rewind(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     import tenants
     from engine.executors.task import run_task
     from engine.pipeline import RewriteTask
-    from tenants.objects import ObjectRecord
+    from tenants.objects.record import ObjectRecord
 
     store = _rewind_object_store(args)
     task = RewriteTask(
@@ -844,7 +844,7 @@ def _polars_factory(ranged: bool) -> WorkFactory:
 class _HashingFile(io.RawIOBase):
     """The file object polars writes the output to: every byte is counted, fed to
     sha256 and passed on to a Rewind ``ObjectOutput`` (a temp file renamed on
-    commit, an S3 multipart upload), as ``tenants.object_writer`` does."""
+    commit, an S3 multipart upload), as ``tenants.objects.writer`` does."""
 
     def __init__(self, output: Any) -> None:
         super().__init__()
@@ -868,10 +868,10 @@ class _HashingFile(io.RawIOBase):
 
 class _RowDuties:
     """What Rewind's writer gathers as rows pass: row count, ts range, first and
-    last key, and the canonical content hash (tenants.row_hash.RowHasher)."""
+    last key, and the canonical content hash (tenants.objects.row_hash.RowHasher)."""
 
     def __init__(self, schema: pa.Schema) -> None:
-        from tenants.row_hash import RowHasher
+        from tenants.objects.row_hash import RowHasher
 
         self.schema = schema
         self.hasher = RowHasher(schema)
@@ -882,7 +882,7 @@ class _RowDuties:
         self.last: pa.Table | None = None
 
     def update(self, table: pa.Table) -> None:
-        from tenants.object_writer import key_json
+        from tenants.objects.writer import key_json
 
         if not table.num_rows:
             return
@@ -898,7 +898,7 @@ class _RowDuties:
         self.rows += table.num_rows
 
     def finish(self) -> dict[str, Any]:
-        from tenants.object_writer import key_json
+        from tenants.objects.writer import key_json
 
         assert self.last is not None
         return {
@@ -1321,7 +1321,7 @@ def case_rewrite(ctx: Context, backend: str, size: int) -> dict[str, Any]:
                     f"{result['baseline_rss_bytes'] / MiB:,.0f}), process {result['process_s']:.1f} s"
                 )
     figures = {name: _aggregate(r, meta["bytes"]) for name, r in runs.items() if r}
-    # The content hash (tenants.row_hash) of the kept rows: every variant that
+    # The content hash (tenants.objects.row_hash) of the kept rows: every variant that
     # computes one must agree with Rewind's.
     hashes = {
         name: sorted({run["content_hash"] for run in r})
@@ -1414,7 +1414,7 @@ def _draw_ids(rng: np.random.Generator, keyspace: int, count: int) -> np.ndarray
 def _bytes_per_row(rng: np.random.Generator, commits: int) -> float:
     """Stored bytes per upsert row, from a sample encoded as Rewind encodes objects,
     its ids as dense as one commit's out of ``commits``."""
-    from tenants.object_writer import parquet_options
+    from tenants.objects.writer import parquet_options
 
     n = 200_000
     sample = _commit_rows(rng, _draw_ids(rng, n * max(1, commits), n))

@@ -69,7 +69,7 @@ from engine.executors.base import AUTO_SPARK_BYTES
 from engine.restore.job import RestoreOutcome, restore_tenant
 from engine.restore.plan import plan_restore
 from tenants.catalog.objects import insert_members
-from tenants.objects import ObjectRecord, object_key
+from tenants.objects.record import ObjectRecord, object_key
 from tenants.store import TableStore
 
 NAME = "bench_restore"

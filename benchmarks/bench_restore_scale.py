@@ -25,7 +25,7 @@ count N (full: 10^3, 10^4, 10^5, 10^6; ``--quick``: 10^3, 10^4) and each layout
    and used pages after ``PRAGMA wal_checkpoint(TRUNCATE)``; PostgreSQL's
    ``pg_total_relation_size`` summed over the catalog schema's tables (and
    ``pg_database_size``).
-4. **Read planning at S**: ``tenants.reads.plan_read`` of table ``t000`` at the
+4. **Read planning at S**: ``tenants.reads.visible.plan_read`` of table ``t000`` at the
    snapshot, in the source tenant (its own membership rows) and in the first
    restored clone (what it inherits by reference), best of 5.
 5. **Peers**, when importable: delta-rs (``deltalake``) ``DeltaTable.restore(0)``
@@ -85,7 +85,7 @@ from benchmarks.common import (
     timed,
 )
 from engine.restore.job import restore_tenant
-from tenants.reads import plan_read
+from tenants.reads.visible import plan_read
 from tenants.store import TableStore
 
 NAME = "bench_restore_scale"

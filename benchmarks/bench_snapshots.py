@@ -51,7 +51,7 @@ from benchmarks.common import (
     split,
     timed,
 )
-from tenants.objects import ObjectRecord, add_member, insert_object, object_key
+from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.store import TableStore
 from tenants.tenancy import TableRecord, new_id
 from tenants.times import US

@@ -22,7 +22,7 @@ from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 
 from tenants.catalog.migrations import MIGRATIONS
 from tenants.catalog.sqlite import connect as sqlite_connect
-from tenants.objects import RECORD_COLUMNS, ObjectRecord, record_from_tuple
+from tenants.objects.record import RECORD_COLUMNS, ObjectRecord, record_from_tuple
 
 Backend = Literal["sqlite", "postgresql"]
 
@@ -40,7 +40,7 @@ OBJECT_COLUMNS = (
     "min_pk, max_pk, sorted, checksum, created_ts"
 ).split(", ")
 CLOCK_CAS = "UPDATE clock SET last_ts = ? WHERE id = 1 AND last_ts < ?"
-INSERT_OBJECT = (  # tenants.objects.insert_object
+INSERT_OBJECT = (  # tenants.objects.record.insert_object
     f"INSERT INTO objects ({', '.join(OBJECT_COLUMNS)}) VALUES ({', '.join('?' * 13)})"
 )
 MEMBER_COLUMNS = ("table_id", "object_id", "added_ts")
@@ -54,7 +54,7 @@ PLAN_COUNTS = (  # engine.restore.plan._classify; params (S, S, table, table)
     "SUM(CASE WHEN o.fingerprint IN (SELECT fingerprint FROM schema_versions "
     f"WHERE table_id = ?) THEN 0 ELSE 1 END) {LIVE_MEMBERS} GROUP BY action"
 )
-READ_RECORDS = f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS}"  # tenants.objects.live_objects
+READ_RECORDS = f"SELECT {RECORD_COLUMNS} {LIVE_MEMBERS}"  # tenants.objects.record.live_objects
 
 
 def postgres_sql(sql: str) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tenants.embedded_s3 import EmbeddedS3, start_embedded_s3
+from tenants.objectstore.embedded import EmbeddedS3, start_embedded_s3
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 
@@ -191,7 +191,7 @@ def spark_session() -> tuple[Any, float]:
     and remembered, so later benchmarks in the same run report the same figure.
     """
     global _spark_start_s
-    from tenants.spark_session import get_spark
+    from tenants.spark.session import get_spark
 
     session, seconds = timed(get_spark)
     if _spark_start_s is None:

@@ -33,7 +33,7 @@ from typing import Any
 
 def answer(store: Any, request: dict[str, Any]) -> dict[str, Any]:
     """Run one request; its figures (rows, bytes, first row's name) and times."""
-    from tenants.reads import stream_visible
+    from tenants.reads.visible import stream_visible
 
     tenant, table = request["tenant"], request["table"]
     database, name = table.split(".", 1)

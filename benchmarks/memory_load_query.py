@@ -97,7 +97,7 @@ def child_load_bare(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
 
 
 def child_query_rewind(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-    from tenants.reads import stream_visible
+    from tenants.reads.visible import stream_visible
 
     store = _open_store(args)
 

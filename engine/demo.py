@@ -43,10 +43,10 @@ from rich.text import Text
 from engine.cli import render
 from engine.cli.app import main as rewind_main
 from engine.restore.history import commit_history
-from tenants.embedded_s3 import EmbeddedS3, embedded_s3
 from tenants.errors import MissingDependency
 from tenants.objectstore import open_object_store
-from tenants.spark_credentials import environment_settings
+from tenants.objectstore.embedded import EmbeddedS3, embedded_s3
+from tenants.spark.credentials import environment_settings
 from tenants.store import TableStore
 
 TENANT = "acme"

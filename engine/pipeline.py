@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from tenants.errors import InvalidArgument
-from tenants.objects import ObjectRecord, object_key, rewritten_object_id
+from tenants.objects.record import ObjectRecord, object_key, rewritten_object_id
 from tenants.objectstore import ObjectStore
-from tenants.reads import ReadPlan
+from tenants.reads.visible import ReadPlan
 from tenants.schema import TableSchema
 from tenants.tenancy import TableRecord, TenantRecord
 

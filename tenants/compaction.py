@@ -1,12 +1,12 @@
 """Compaction: merge a table's objects into large objects sorted by (pk, ts).
 
 Objects are grouped by (kind, schema fingerprint) so an output never mixes
-schemas. The merge streams (tenants.merge): every input is read a batch at a
+schemas. The merge streams (tenants.reads.merge): every input is read a batch at a
 time and rows go to outputs of about the target size as the merge passes
 them, so memory is a batch per input, whatever the table's size. A partial
 merge (the default) keeps every version; a full one decides, key by key
 inside the merge, which versions and tombstones some protected time still
-needs (tenants.retention) and drops the rest.
+needs (tenants.timeline.retention) and drops the rest.
 
 The memory budget (``memory``, default a quarter of the machine's RAM, at
 most 1 GiB) sets how many objects one merge reads at once and the batch size
@@ -38,18 +38,15 @@ import pyarrow as pa
 
 from tenants.catalog import Catalog
 from tenants.errors import ConcurrentModification, InvalidArgument, ObjectMissing
-from tenants.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
-from tenants.object_io import record_of
-from tenants.object_reader import (
+from tenants.objects.io import record_of
+from tenants.objects.reader import (
     BATCH_BYTES,
     CHUNK_BYTES,
     IN_MEMORY_BYTES,
     open_object,
     stream_object,
 )
-from tenants.object_writer import PAGE_BYTES as WRITER_PAGE_BYTES
-from tenants.object_writer import ROW_GROUP_BYTES, ObjectWriter
-from tenants.objects import (
+from tenants.objects.record import (
     ObjectRecord,
     add_member,
     insert_object,
@@ -58,12 +55,15 @@ from tenants.objects import (
     remove_members,
     swapped_copies,
 )
+from tenants.objects.writer import PAGE_BYTES as WRITER_PAGE_BYTES
+from tenants.objects.writer import ROW_GROUP_BYTES, ObjectWriter
 from tenants.objectstore import ObjectStore
 from tenants.progress import Share, step
-from tenants.protection import Protection, protection
-from tenants.retention import keep_sorted
+from tenants.reads.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
 from tenants.schema import TS
 from tenants.tenancy import TableRecord, active_tenant, find_table, new_id, tables_at, tenant_by_id
+from tenants.timeline.protection import Protection, protection
+from tenants.timeline.retention import keep_sorted
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ MIN_MEMORY = 384 * MIB
 MIN_BATCH_BYTES = 64 * 1024
 MIN_BUFFER_BYTES = 64 * 1024
 # A merge round hands an output several row groups at once: up to this many bytes
-# of them queue for its encoder (tenants.object_writer) while the merge goes on.
+# of them queue for its encoder (tenants.objects.writer) while the merge goes on.
 FLIGHT_BYTES = 2 * ROW_GROUP_BYTES
 # What one output being written holds: the row group it gathers, the row groups
 # queued for its encoder (the one encoding among them), and the encoder's own
@@ -85,11 +85,11 @@ FLIGHT_BYTES = 2 * ROW_GROUP_BYTES
 WRITER_BYTES = 2 * ROW_GROUP_BYTES + FLIGHT_BYTES
 READER_BYTES = 512 * 1024  # an open reader's own state (footer, decoders)
 # An object read in place is checksummed alongside, a chunk at a time
-# (tenants.object_reader): one more chunk per open input.
+# (tenants.objects.reader): one more chunk per open input.
 CHECK_BYTES = CHUNK_BYTES
 # A reader holds a decompressed data page of each column it reads and, while
 # it reads a column chunk, the chunk's dictionary page; Rewind writes both of at
-# most tenants.object_writer.PAGE_BYTES. (Not counting them let a 512 MiB merge
+# most tenants.objects.writer.PAGE_BYTES. (Not counting them let a 512 MiB merge
 # of 58 five-column inputs reach 938 MiB: benchmarks/README.md, bench_memory.)
 PAGE_BYTES = 2 * WRITER_PAGE_BYTES
 DEFAULT_COLUMNS = 8
@@ -198,7 +198,7 @@ def compact_table(
 
     A partial merge (``full=False``) touches only groups of several objects and
     keeps every version. A full compaction rewrites every group and drops the
-    versions and tombstones no protected time needs (tenants.retention); the
+    versions and tombstones no protected time needs (tenants.timeline.retention); the
     protected times are read from the catalog here, never passed in.
     """
     budget = memory or default_memory()
@@ -394,7 +394,7 @@ def _merge_inputs(
     share: Share,
 ) -> tuple[list[ObjectRecord], int]:
     # Oldest first: a key's versions then meet in ts order, which the merge's
-    # sort of an integer key relies on to sort the key alone (tenants.merge).
+    # sort of an integer key relies on to sort the key alone (tenants.reads.merge).
     inputs = sorted(inputs, key=lambda o: (o.min_ts, o.max_ts, o.id))
     key_schema = table.schema.key_arrow()
     pk = list(table.schema.primary_key)

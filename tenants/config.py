@@ -42,7 +42,7 @@ class S3Settings:
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     profile: str | None = None
-    # A Spark broadcast of credentials (tenants.spark_credentials): pickles as a
+    # A Spark broadcast of credentials (tenants.spark.credentials): pickles as a
     # reference; its value reaches executors through Spark's block transfer.
     shared: Any = field(default=None, repr=False, compare=False)
 
@@ -101,7 +101,7 @@ class S3Settings:
     def keys(self) -> tuple[str, str, str | None] | None:
         """(access key, secret, session token) given to these settings: their own
         fields, else the ``shared`` reference (a Spark broadcast of the Hadoop-style
-        ``spark.hadoop.fs.s3a.*`` keys, :mod:`tenants.spark_credentials`); None
+        ``spark.hadoop.fs.s3a.*`` keys, :mod:`tenants.spark.credentials`); None
         means the AWS chain of the process that uses them."""
         if self.access_key_id and self.secret_access_key:
             return self.access_key_id, self.secret_access_key, self.session_token

@@ -5,7 +5,7 @@ stream into chunks of about :data:`CHUNK_BYTES` of Arrow data, checks each as
 any commit's batch is checked (columns, types, null and duplicate keys),
 sorts it and uploads it as one commit object, and forgets it. A key may
 appear once per commit, so before committing, the chunk objects' key columns
-are merged (tenants.merge: a batch per object in memory) and a key found in
+are merged (tenants.reads.merge: a batch per object in memory) and a key found in
 two chunks fails the load like a duplicate inside one. Then one short
 transaction registers every object at one ts, exactly as a commit does
 (tenants.writes.install_prepared): nothing is visible before it, and a load
@@ -26,12 +26,12 @@ import pyarrow.compute as pc
 
 from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, KeyViolation
-from tenants.merge import MergeInput, merge_rounds, typed_key
 from tenants.mvcc import last_of_each_key
-from tenants.object_io import write_commit_object
-from tenants.object_reader import stream_object
-from tenants.objects import ObjectRecord
+from tenants.objects.io import write_commit_object
+from tenants.objects.reader import stream_object
+from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore
+from tenants.reads.merge import MergeInput, merge_rounds, typed_key
 from tenants.schema import TS
 from tenants.tenancy import TableRecord, TenantRecord, active_tenant, find_table
 from tenants.writes import (

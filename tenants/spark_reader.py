@@ -1,10 +1,10 @@
 """The Spark reader's public entry: a table at a snapshot or time, as a DataFrame.
 
 :func:`read_as_of` opens the store (or takes the caller's) and hands the plan
-to the distributed MVCC scan, :mod:`tenants.spark_scan`, whose functions are
+to the distributed MVCC scan, :mod:`tenants.spark.scan`, whose functions are
 also importable from here. The store depends on the scan, never on this
 module (``TableStore.read(reader="spark")`` uses the scan directly), so the
-dependency runs one way: this module → ``tenants.store`` → ``tenants.spark_scan``.
+dependency runs one way: this module → ``tenants.store`` → ``tenants.spark.scan``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from tenants.errors import InvalidArgument
 from tenants.names import qualified_table
-from tenants.spark_scan import read_function, read_spark, spark_dataframe
+from tenants.spark.scan import read_function, read_spark, spark_dataframe
 from tenants.store import TableStore
 
 __all__ = ["read_as_of", "read_function", "read_spark", "spark_dataframe"]

@@ -13,33 +13,20 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tenants.arrow_reads import Keys, read_arrow
 from tenants.catalog import Catalog, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
 from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
 from tenants.errors import NotFound
-from tenants.lineage import resolve_point
 from tenants.loads import load
-from tenants.object_reader import BATCH_ROWS
-from tenants.objects import ObjectRecord, tenant_objects
+from tenants.objects.reader import BATCH_ROWS
+from tenants.objects.record import ObjectRecord, tenant_objects
 from tenants.objectstore import ObjectStore, open_object_store
-from tenants.pitr import PitrWindow, get_pitr, set_pitr
-from tenants.protection import Protection, protection, wall_now
-from tenants.reads import ReadPlan, plan_read, read_local
-from tenants.schedules import Schedule, TickResult, get_schedule, set_schedule, tick
+from tenants.reads.arrow import Keys, read_arrow
+from tenants.reads.visible import ReadPlan, plan_read, read_local
 from tenants.schema import Column, TableSchema
-from tenants.snapshots import (
-    SnapshotKind,
-    SnapshotRecord,
-    create_snapshot,
-    drop_snapshot,
-    drop_snapshots,
-    find_snapshot,
-    list_snapshots,
-)
-from tenants.spark_credentials import environment_settings
-from tenants.spark_scan import read_spark
+from tenants.spark.credentials import environment_settings
+from tenants.spark.scan import read_spark
 from tenants.tenancy import (
     TableRecord,
     TenantRecord,
@@ -54,6 +41,19 @@ from tenants.tenancy import (
     undrop_tenant,
 )
 from tenants.tenancy import create_tenant as _create_tenant
+from tenants.timeline.lineage import resolve_point
+from tenants.timeline.pitr import PitrWindow, get_pitr, set_pitr
+from tenants.timeline.protection import Protection, protection, wall_now
+from tenants.timeline.schedules import Schedule, TickResult, get_schedule, set_schedule, tick
+from tenants.timeline.snapshots import (
+    SnapshotKind,
+    SnapshotRecord,
+    create_snapshot,
+    drop_snapshot,
+    drop_snapshots,
+    find_snapshot,
+    list_snapshots,
+)
 from tenants.times import parse_time
 from tenants.warehouse_owner import MARKER, claim_warehouse, read_marker
 from tenants.writes import WriteResult, write
@@ -96,7 +96,7 @@ class TableStore:
             s3: how the store reaches S3: an ``s3://`` warehouse, and the ``s3://``
                 places it opens for others (exports). Default, for convenience
                 at this public entry only: the environment's
-                (:func:`tenants.spark_credentials.environment_settings`).
+                (:func:`tenants.spark.credentials.environment_settings`).
 
         Raises:
             WarehouseOwned: another catalog owns the warehouse.
@@ -192,7 +192,7 @@ class TableStore:
     def resolve_time(self, tenant: str, as_of: int | str) -> int:
         """A snapshot name, ISO instant, ts or relative time (``now``, ``-1h``,
         ``PT15M``, counted back from the catalog clock) as a protected ts of the
-        name's lineage (tenants.lineage.resolve_point)."""
+        name's lineage (tenants.timeline.lineage.resolve_point)."""
         with self.catalog.snapshot() as tx:
             return resolve_point(tx, find_tenant(tx, tenant), as_of)[1]
 
@@ -334,7 +334,7 @@ class TableStore:
     ) -> pa.RecordBatchReader:
         """Visible rows of ``table`` (``"db.table"``) at a snapshot or time, streamed
         as Arrow batches in primary-key order, for DuckDB, polars, pandas and the
-        like: see :func:`tenants.arrow_reads.read_arrow` (arguments, errors) and
+        like: see :func:`tenants.reads.arrow.read_arrow` (arguments, errors) and
         docs/engines.md (filters, how long a read may take)."""
         return read_arrow(
             self,

@@ -211,7 +211,7 @@ def touch_tenant(tx: Tx, tenant_id: str, ts: int) -> None:
     """Record that the tenant's data or DDL changed at ``ts``.
 
     Every time at or after a tenant's last change reads the same as "now", so
-    those times are protected without a snapshot (see tenants.protection).
+    those times are protected without a snapshot (see tenants.timeline.protection).
     """
     set_last_change(tx, tenant_id, ts)
 

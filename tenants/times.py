@@ -7,7 +7,7 @@ to "now": ``now``, a minus sign and a duration (``-90s``, ``-1h30m``,
 (``PT15M``, as Snowflake's ``AT(OFFSET => -900)``). :func:`parse_time` parses
 either into a :class:`TimeSpec` before any I/O; ``now`` is the catalog's clock,
 so a relative time is pinned by :meth:`TimeSpec.resolve` once the catalog is
-open. Snapshot names are resolved by tenants.lineage, which owns the rule for
+open. Snapshot names are resolved by tenants.timeline.lineage, which owns the rule for
 text that could be either (docs/decisions.md, "Naming a time").
 
 Durations are ``<n><unit>`` with units ``us ms s m h d w`` (``90m``, ``6h``,

@@ -2,7 +2,7 @@
 
 No catalog transaction is open while bytes move. A commit resolves its tenant
 and table in a read transaction, validates the batch and uploads it as commit
-objects that carry no ts (``tenants.object_io.write_commit_object``), then
+objects that carry no ts (``tenants.objects.io.write_commit_object``), then
 opens a write transaction that allocates the commit ts, checks that nothing it
 relied on changed (compare-and-set: the same tenant still holds the name, the
 table has the same id and schema, and for ``only_present`` deletes the
@@ -47,9 +47,9 @@ from tenants.errors import (
     SchemaMismatch,
 )
 from tenants.mvcc import project, resolve
-from tenants.object_io import stamp, write_commit_object
-from tenants.object_reader import open_object
-from tenants.objects import ObjectKind, ObjectRecord, add_member, insert_object, live_objects
+from tenants.objects.io import stamp, write_commit_object
+from tenants.objects.reader import open_object
+from tenants.objects.record import ObjectKind, ObjectRecord, add_member, insert_object, live_objects
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import (

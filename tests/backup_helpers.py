@@ -18,8 +18,8 @@ import boto3
 import pyarrow as pa
 from restore_helpers import SimulatedCrash, catalog_rows, reads
 
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.objectstore import ObjectStore
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 

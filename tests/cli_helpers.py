@@ -12,7 +12,7 @@ import boto3
 from typer.testing import Result
 
 from tenants.catalog import open_catalog
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 
 
 def ok(result: Result) -> Result:

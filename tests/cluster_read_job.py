@@ -14,8 +14,8 @@ import sys
 
 from pyspark.sql import functions as F
 
+from tenants.spark.session import get_spark
 from tenants.spark_reader import read_as_of
-from tenants.spark_session import get_spark
 
 
 def main() -> None:

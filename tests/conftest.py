@@ -33,8 +33,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tenants.catalog.base import wall_clock_us
-from tenants.embedded_s3 import EmbeddedS3, start_embedded_s3
 from tenants.objectstore import ObjectStore, open_object_store
+from tenants.objectstore.embedded import EmbeddedS3, start_embedded_s3
 from tenants.store import TableStore
 
 # new_catalog_uri is function-scoped but a factory: each example calls it for a
@@ -245,7 +245,7 @@ def spark(s3_server: EmbeddedS3) -> Iterator[Any]:
     workers take them from the environment the JVM was started with, never
     from the pickled store (docs/cluster.md).
     """
-    from tenants.spark_session import get_spark
+    from tenants.spark.session import get_spark
 
     session = get_spark(master="local[2]", for_tests=True)
     yield session

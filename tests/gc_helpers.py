@@ -17,7 +17,7 @@ from restore_helpers import ObservedTx, SimulatedCrash, catalog_rows
 
 from tenants.catalog import Catalog
 from tenants.catalog.base import wall_clock_us
-from tenants.objects import live_objects
+from tenants.objects.record import live_objects
 from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
 from tenants.times import US

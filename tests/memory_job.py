@@ -49,7 +49,7 @@ def main() -> None:
     from engine.executors.task import run_task
     from engine.pipeline import RewriteTask
     from tenants.config import S3Settings
-    from tenants.objects import ObjectRecord
+    from tenants.objects.record import ObjectRecord
     from tenants.objectstore import open_object_store
 
     store = open_object_store(job["warehouse"], S3Settings.from_env())
@@ -109,7 +109,7 @@ def load(job: dict[str, object]) -> None:
 
 
 def engine(job: dict[str, object]) -> None:
-    """A whole table at a snapshot through one engine (tenants.interop): an Arrow
+    """A whole table at a snapshot through one engine (tenants.reads.interop): an Arrow
     reader drained batch by batch, a DuckDB aggregate, or a polars LazyFrame
     aggregated by its streaming engine. A small table goes through the same
     engine first, so the baseline has its code and arenas warm."""
@@ -123,7 +123,7 @@ def engine(job: dict[str, object]) -> None:
             reader = store.read_arrow("acme", f"db.{table}", snapshot="s")
             return sum(batch.num_rows for batch in reader)
         if how == "duckdb":
-            from tenants.interop import to_duckdb
+            from tenants.reads.interop import to_duckdb
 
             relation = to_duckdb(store, "acme", f"db.{table}", snapshot="s")
             [(rows, _)] = relation.aggregate("count(*), sum(octet_length(p))").fetchall()
@@ -131,7 +131,7 @@ def engine(job: dict[str, object]) -> None:
         if how == "polars":
             import polars as pl
 
-            from tenants.interop import to_polars
+            from tenants.reads.interop import to_polars
 
             lazy = to_polars(store, "acme", f"db.{table}", snapshot="s")
             assert isinstance(lazy, pl.LazyFrame)

@@ -1,6 +1,6 @@
 """An S3 endpoint that really checks credentials: moto with IAM authentication on.
 
-The shared test server (``tenants.embedded_s3``) accepts any key, so it cannot
+The shared test server (``tenants.objectstore.embedded``) accepts any key, so it cannot
 show that temporary credentials travel with their session token all the way
 to an executor. moto can check them: with ``INITIAL_NO_AUTH_ACTION_COUNT=n``
 in its environment, every request after the first ``n`` authenticated actions
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tenants.embedded_s3 import free_port
+from tenants.objectstore.embedded import free_port
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"  # moto's default account

@@ -25,7 +25,7 @@ from engine.restore.journal import ACTIVE_STATES, task_counts
 from engine.restore.members import ObjectAction, live_members
 from engine.restore.plan import plan_in
 from tenants.catalog import Catalog
-from tenants.objects import ObjectRecord
+from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord

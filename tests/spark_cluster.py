@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenants.embedded_s3 import free_port
+from tenants.objectstore.embedded import free_port
 
 # Environment variables that would make Spark's processes run, or import from,
 # the driver's interpreter: a cluster test must not inherit them by accident.

@@ -1,4 +1,4 @@
-"""Arrow at a snapshot (tenants.arrow_reads, tenants.interop): the rows ``store.read``
+"""Arrow at a snapshot (tenants.reads.arrow, tenants.reads.interop): the rows ``store.read``
 returns, streamed, for DuckDB and polars; filters never run before visibility;
 every bad request refused before any object is read; a missing object is an error.
 
@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tenants.arrow_reads import plan_arrow_read, read_arrow
 from tenants.errors import (
     InvalidArgument,
     InvalidName,
@@ -30,10 +29,11 @@ from tenants.errors import (
     ObjectMissing,
     UnprotectedTime,
 )
-from tenants.interop import to_duckdb, to_polars
-from tenants.key_range import KeyRange
-from tenants.object_reader import ObjectReader
+from tenants.objects.reader import ObjectReader
 from tenants.objectstore import ObjectStore
+from tenants.reads.arrow import plan_arrow_read, read_arrow
+from tenants.reads.interop import to_duckdb, to_polars
+from tenants.reads.key_range import KeyRange
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 

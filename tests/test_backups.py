@@ -56,9 +56,9 @@ from engine.backup.physical import create_physical, read_physical_manifest
 from engine.cli.app import app
 from engine.logical.dump import dump_tenant
 from tenants.catalog.base import wall_clock_us
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import AlreadyExists, CorruptObject, NotFound, ObjectMissing
 from tenants.objectstore import ObjectStore, open_object_store
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 
 KINDS = ["physical", "logical"]

@@ -21,7 +21,6 @@ from lock_helpers import write_lock_held
 
 import tenants.catalog.sqlite as sqlite_backend
 from engine.backup.api import backups, create_backup, delete_backup, restore_backup, show_backup
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import (
     AlreadyExists,
     CatalogBusy,
@@ -37,6 +36,7 @@ from tenants.errors import (
     UnprotectedTime,
 )
 from tenants.objectstore import open_object_store
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 

@@ -20,8 +20,8 @@ from tenants.catalog import postgres
 from tenants.catalog.base import Catalog, open_catalog, wall_clock_us
 from tenants.catalog.migrations import LATEST_VERSION, MIGRATIONS, ddl_fingerprint
 from tenants.catalog.sqlite import connect, sqlite_path
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import CatalogVersionError, InvalidArgument, SchemaMismatch, StorageError
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tenants.tenancy import find_tenant

@@ -23,8 +23,8 @@ from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from tenants.catalog import open_catalog
 from tenants.catalog.copy import COPY_ORDER, copy_catalog
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 

@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 import pytest
 from item_rows import SCHEMA, keys, rows
 
-from tenants import parquet_codec
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objects import codec as parquet_codec
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ from typer.testing import Result
 from engine.cli.app import main
 from engine.cli.context import resolve_as_of
 from engine.cli.render_layout import local_time
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument, NotFound
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 from tenants.times import format_ts, parse_duration
 

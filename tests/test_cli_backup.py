@@ -19,8 +19,8 @@ from cli_helpers import as_json, ok
 from restore_helpers import reads
 from typer.testing import Result
 
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.objectstore import ObjectStore, open_object_store
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).

@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 from engine.backup.api import Kind
 from engine.cli.app import app
 from engine.pipeline import EXECUTORS, METHODS, VERIFY_LEVELS
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
 pytestmark = pytest.mark.one_catalog

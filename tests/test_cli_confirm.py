@@ -28,7 +28,7 @@ from typer.testing import CliRunner, Result
 
 from engine.cli import confirm
 from engine.cli.app import app
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
 pytestmark = pytest.mark.one_catalog

@@ -51,9 +51,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
-import tenants.spark_session
+import tenants.spark.session
 from engine.cli.app import app
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 
 # Not the catalog's behaviour: on SQLite alone unless the run is deep (conftest.py).
 pytestmark = pytest.mark.one_catalog
@@ -141,7 +141,7 @@ def world(
         def no_spark(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("the CLI fuzz started Spark; keep Spark out of it")
 
-        patch.setattr(tenants.spark_session, "get_spark", no_spark)
+        patch.setattr(tenants.spark.session, "get_spark", no_spark)
         yield made
 
 

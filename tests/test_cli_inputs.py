@@ -18,7 +18,7 @@ import pytest
 from cli_helpers import catalog_and_bucket, fails, items_tenant, ok
 from typer.testing import Result
 
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 
 pytestmark = pytest.mark.one_catalog
 

@@ -30,7 +30,7 @@ import engine.cli.options
 from engine.cli import progress
 from engine.cli.app import app
 from engine.cli.options import restore_mode_help
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.progress import SILENT, Step
 
 # The CLI's words and flags; the catalog side runs on both backends in

@@ -23,10 +23,10 @@ from engine.cli import context
 from engine.cli.render_layout import local_time
 from engine.restore.job import restore_tenant
 from tenants.catalog.base import Clock
-from tenants.embedded_s3 import EmbeddedS3
-from tenants.snapshots import create_snapshot
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 from tenants.tenancy import active_tenant
+from tenants.timeline.snapshots import create_snapshot
 from tenants.times import US, format_ts, parse_instant
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).

@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.restore.job import restore_tenant
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import ConcurrentModification, CorruptObject, SchemaMismatch
-from tenants.object_io import read_object, write_commit_object
-from tenants.objects import ObjectRecord
+from tenants.objects.io import read_object, write_commit_object
+from tenants.objects.record import ObjectRecord
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS, Column, TableSchema
 from tenants.store import TableStore
 from tenants.writes import WRITE_ATTEMPTS

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 from gc_helpers import dangling_keys
 
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tenants.embedded_s3 import start_embedded_s3
 from tenants.errors import MissingDependency
+from tenants.objectstore.embedded import start_embedded_s3
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

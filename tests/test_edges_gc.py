@@ -35,9 +35,9 @@ from engine.gc.storage import storage
 from tenants.catalog import open_catalog
 from tenants.catalog.base import wall_clock_us
 from tenants.catalog.ownership import adoptions, catalog_id
-from tenants.embedded_s3 import PLACEHOLDER_KEY, EmbeddedS3
 from tenants.errors import ForeignWarehouse, WarehouseOwned
 from tenants.objectstore import open_object_store
+from tenants.objectstore.embedded import PLACEHOLDER_KEY, EmbeddedS3
 from tenants.store import TableStore
 from tenants.times import US
 from tenants.warehouse_owner import MARKER, read_marker

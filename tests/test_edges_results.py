@@ -52,12 +52,12 @@ from engine.logical.manifest import read_manifest
 from engine.restore.history import history
 from engine.restore.job import restore_tenant
 from engine.restore.plan import plan_restore
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import KeyViolation, NotFound, SchemaMismatch, UnprotectedTime
-from tenants.lineage import lineage_snapshots
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 from tenants.tenancy import find_tenant
+from tenants.timeline.lineage import lineage_snapshots
 from tenants.times import US
 
 D = US["d"]

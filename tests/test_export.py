@@ -30,7 +30,6 @@ from cli_helpers import as_json, ok
 from engine.export import export_tables
 from engine.export.iceberg_catalog import sql_uri
 from engine.export.parquet import POINTER
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import (
     AlreadyExists,
     ConcurrentModification,
@@ -40,11 +39,12 @@ from tenants.errors import (
     StorageError,
     UnprotectedTime,
 )
+from tenants.objects.codec import arrow_buffer
 from tenants.objectstore import ObjectStore, open_object_store
-from tenants.parquet_codec import arrow_buffer
+from tenants.objectstore.embedded import EmbeddedS3
+from tenants.reads.wholly_visible import wholly_visible
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
-from tenants.wholly_visible import wholly_visible
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
 pytestmark = pytest.mark.one_catalog

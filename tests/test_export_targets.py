@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from engine.cli.app import app
 from engine.export.iceberg_catalog import open_iceberg_catalog
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument
+from tenants.objectstore.embedded import EmbeddedS3
 
 # How exports are refused and where they land, not the catalog's behaviour.
 pytestmark = pytest.mark.one_catalog

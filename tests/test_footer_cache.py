@@ -1,4 +1,4 @@
-"""Parquet footers kept per process (tenants.footer_cache): an object opened
+"""Parquet footers kept per process (tenants.objects.footer_cache): an object opened
 again is read without fetching its footer, and the cache can never hand one
 object's footer to another or hide damage."""
 
@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from tenants.errors import CorruptObject
-from tenants.footer_cache import FOOTERS, FooterCache
-from tenants.object_io import write_object
-from tenants.object_reader import open_object
-from tenants.objects import ObjectRecord
+from tenants.objects.footer_cache import FOOTERS, FooterCache
+from tenants.objects.io import write_object
+from tenants.objects.reader import open_object
+from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS
 

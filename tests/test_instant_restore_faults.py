@@ -48,8 +48,8 @@ from engine.gc.run import run_gc
 from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import JobRecord, load_job
 from engine.restore.lease import JobBusy
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument, StorageError
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 
 SCRIPT = Path(__file__).with_name("instant_restore_process.py")

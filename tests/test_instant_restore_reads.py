@@ -42,11 +42,11 @@ from engine.gc.storage import storage
 from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import load_job
 from engine.restore.tables import restore_database, restore_table
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import RestoreInProgress
-from tenants.interop import duckdb_sql, to_duckdb, to_polars
-from tenants.object_reader import open_object
-from tenants.objects import ObjectRecord
+from tenants.objects.reader import open_object
+from tenants.objects.record import ObjectRecord
+from tenants.objectstore.embedded import EmbeddedS3
+from tenants.reads.interop import duckdb_sql, to_duckdb, to_polars
 from tenants.schema import TS
 from tenants.spark_reader import read_as_of
 from tenants.store import TableStore

@@ -30,8 +30,8 @@ from engine.restore.job import (
     resume_restore,
 )
 from engine.restore.lease import JobBusy, lease_seconds
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 
 SCRIPT = Path(__file__).with_name("restore_process.py")

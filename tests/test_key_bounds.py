@@ -21,9 +21,9 @@ from cli_helpers import as_json, items_tenant
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tenants.arrow_reads import read_arrow
 from tenants.errors import InvalidArgument
-from tenants.interop import to_duckdb, to_polars
+from tenants.reads.arrow import read_arrow
+from tenants.reads.interop import to_duckdb, to_polars
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 

@@ -74,8 +74,8 @@ from tenants.errors import (
     NotFound,
     ObjectMissing,
 )
-from tenants.parquet_codec import content_hash
-from tenants.row_hash import rows_hash
+from tenants.objects.codec import content_hash
+from tenants.objects.row_hash import rows_hash
 from tenants.store import TableStore
 
 ROOT = "dumps/acme-mon"

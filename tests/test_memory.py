@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tenants import allocator, object_writer
-from tenants.embedded_s3 import EmbeddedS3
-from tenants.object_io import record_of
-from tenants.object_writer import ObjectWriter
-from tenants.objects import ObjectRecord, object_key
+from tenants import allocator
+from tenants.objects import writer as object_writer
+from tenants.objects.io import record_of
+from tenants.objects.record import ObjectRecord, object_key
+from tenants.objects.writer import ObjectWriter
 from tenants.objectstore import ObjectStore, open_object_store
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS
 
 MB = 1_000_000
@@ -223,7 +224,7 @@ def test_a_table_at_a_snapshot_streams_through_each_engine_in_a_fraction_of_its_
     tmp_path: Path, new_catalog_uri, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 500 MB table (twenty appends, then updates and deletes across them) read at
-    a snapshot through read_arrow, DuckDB and polars (tenants.interop): after a
+    a snapshot through read_arrow, DuckDB and polars (tenants.reads.interop): after a
     warm-up read of a 50 MB table of the same shape, each grows the process by a
     fraction of the visible rows' size, which holding them would take. Measured:
     about 80-125 MB, the same for half the table (memory grows with how many

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from tenants import compaction
 from tenants.compaction import MergeShape, compact_table
-from tenants.merge import POS, SRC, MergeInput, merge_rounds, overlap_depth
-from tenants.objects import ObjectRecord, live_objects
+from tenants.objects.record import ObjectRecord, live_objects
+from tenants.reads.merge import POS, SRC, MergeInput, merge_rounds, overlap_depth
 from tenants.schema import TS, Column, TableSchema
 from tenants.store import TableStore
 from tenants.tenancy import find_table, find_tenant

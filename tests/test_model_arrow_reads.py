@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from oracle import Row
 from test_model_restore import DB, PRIMARY_KEYS, TENANT, Model, Op, histories, model
 
-from tenants.arrow_reads import read_arrow
-from tenants.embedded_s3 import EmbeddedS3
-from tenants.interop import to_duckdb, to_polars
+from tenants.objectstore.embedded import EmbeddedS3
+from tenants.reads.arrow import read_arrow
+from tenants.reads.interop import to_duckdb, to_polars
 from tenants.times import format_ts
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).

@@ -35,7 +35,7 @@ from test_model_restore import DB, PRIMARY_KEYS, TENANT, Model, Op, histories, m
 
 from engine.export import export_tables
 from engine.export.parquet import POINTER
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
 pytestmark = pytest.mark.one_catalog

@@ -56,8 +56,8 @@ from engine.gc.run import run_gc
 from engine.restore.job import AlreadyInstalled, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress, load_job
 from tenants import catalog
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import WarehouseOwned
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 

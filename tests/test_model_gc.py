@@ -44,8 +44,8 @@ from engine.restore.tables import restore_table
 from tenants.catalog.base import wall_clock_us
 from tenants.catalog.totals import counted, totals_of
 from tenants.compaction import DEFAULT_TARGET_BYTES
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import RestoreInProgress
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 from tenants.times import US

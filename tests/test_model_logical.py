@@ -20,7 +20,7 @@ from restore_helpers import reads
 from test_model_restore import DB, TENANT, Model, Op, histories, model
 
 from engine.restore.job import restore_tenant
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 
 TABLES = ("items", "orders")
 

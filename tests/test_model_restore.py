@@ -51,8 +51,8 @@ from engine.pipeline import ACTIONS, Installed, RestorePlan
 from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.plan import plan_restore
 from tenants.compaction import DEFAULT_TARGET_BYTES
-from tenants.embedded_s3 import EmbeddedS3
-from tenants.objects import live_objects
+from tenants.objects.record import live_objects
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 

@@ -22,10 +22,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from oracle import Oracle
 
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import NotFound
-from tenants.object_io import read_object
-from tenants.objects import live_objects
+from tenants.objects.io import read_object
+from tenants.objects.record import live_objects
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS, Column, TableSchema
 from tenants.store import TableStore
 

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from oracle import Oracle, Row
 
 from tenants.compaction import DEFAULT_TARGET_BYTES
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 from tenants.times import format_ts

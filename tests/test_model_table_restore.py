@@ -39,8 +39,8 @@ from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, r
 from engine.restore.journal import load_job
 from engine.restore.tables import restore_database, restore_table, undrop_table
 from tenants.compaction import DEFAULT_TARGET_BYTES
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import NotFound, RestoreInProgress
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 

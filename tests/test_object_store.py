@@ -18,11 +18,11 @@ import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import CorruptObject, ObjectMissing, StorageError, TransientError
-from tenants.object_io import read_object, write_object
-from tenants.objects import ObjectRecord
+from tenants.objects.io import read_object, write_object
+from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore, open_object_store
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS
 
 

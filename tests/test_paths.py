@@ -19,9 +19,9 @@ from cli_helpers import as_json, catalog_and_bucket, items_tenant, ok
 from engine.backup.api import delete_backup, restore_backup, show_backup, verify_backup
 from engine.logical.reload import reload_dump
 from engine.restore.journal import load_job
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument, InvalidName
 from tenants.objectstore import ObjectStore
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 
 pytestmark = pytest.mark.one_catalog

@@ -22,8 +22,8 @@ from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from tenants.catalog import postgres
 from tenants.catalog.dialect import to_pyformat
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import AlreadyExists, CatalogBusy, NotFound
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 

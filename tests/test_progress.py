@@ -27,9 +27,9 @@ from engine.backup.api import create_backup, restore_backup
 from engine.cli.data_cmds import read_batches
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.progress import Share, watching
-from tenants.spark_logs import NOISE, java_options, show_spark_logs
+from tenants.spark.logs import NOISE, java_options, show_spark_logs
 from tenants.store import TableStore
 
 # Not the catalog's behaviour: on SQLite alone (conftest.py, one_catalog).
@@ -284,9 +284,9 @@ def test_spark_start_up_lines_are_hidden_unless_verbose(tmp_path: Path):
     ``show_spark_logs(True)`` (``--verbose``) Spark's lines are back."""
     script = (
         "import sys\n"
-        "from tenants.spark_logs import show_spark_logs\n"
+        "from tenants.spark.logs import show_spark_logs\n"
         "show_spark_logs(sys.argv[1] == 'verbose')\n"
-        "from tenants.spark_session import get_spark\n"
+        "from tenants.spark.session import get_spark\n"
         "print(get_spark().range(5).count())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from engine.cli.app import app
 from tenants.catalog import open_catalog
 from tenants.errors import NotFound
-from tenants.interop import to_duckdb
+from tenants.reads.interop import to_duckdb
 from tenants.store import TableStore
 
 pytestmark = pytest.mark.one_catalog

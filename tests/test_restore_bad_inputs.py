@@ -43,7 +43,7 @@ from tenants.errors import (
     TenantDropped,
     UnprotectedTime,
 )
-from tenants.objects import ObjectRecord
+from tenants.objects.record import ObjectRecord
 from tenants.store import TableStore
 
 

@@ -33,8 +33,8 @@ from engine.pipeline import RestorePlan, RewriteResult, classify
 from engine.restore.job import restore_tenant
 from engine.restore.plan import plan_restore
 from tenants.errors import TenantDropped
-from tenants.object_io import read_object
-from tenants.object_reader import object_row_hash
+from tenants.objects.io import read_object
+from tenants.objects.reader import object_row_hash
 from tenants.schema import TS, Column, TableSchema
 from tenants.store import TableStore
 from tenants.times import parse_instant

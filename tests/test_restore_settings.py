@@ -16,7 +16,7 @@ from backup_helpers import build_source
 
 from engine.backup.api import create_backup, restore_backup
 from engine.restore.job import restore_tenant
-from tenants.embedded_s3 import EmbeddedS3
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
 
 H = 3_600_000_000

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 from item_rows import SCHEMA, keys, rows
 
-from tenants.protection import Protection
-from tenants.retention import keep_masks
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord
+from tenants.timeline.protection import Protection
+from tenants.timeline.retention import keep_masks
 from tenants.times import US, parse_instant
 
 H = US["h"]

@@ -22,9 +22,9 @@ import pytest
 
 from engine.backup.destination import MARKER, open_destination
 from tenants.config import S3Settings
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import InvalidArgument, StorageError
 from tenants.objectstore import open_object_store
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 from tests.moto_auth import authenticating_moto
@@ -169,7 +169,7 @@ def test_no_module_below_the_edges_reads_the_environment_or_imports_upwards() ->
     one way each; and the object store and backup destinations read no variables."""
     config = _imports("tenants/config.py")
     assert not {m for m in config if m.startswith(("tenants.objectstore", "tenants.spark"))}
-    for module in ("tenants/store.py", "tenants/spark_scan.py"):
+    for module in ("tenants/store.py", "tenants/spark/scan.py"):
         assert "tenants.spark_reader" not in _imports(module), module
     sources = [*ROOT.glob("tenants/objectstore/*.py"), *ROOT.glob("engine/backup/*.py")]
     assert sources

@@ -13,8 +13,8 @@ import pytest
 from item_rows import SCHEMA, rows
 
 from tenants.errors import InvalidArgument, InvalidName
-from tenants.schedules import Schedule, parse_time_of_day
 from tenants.store import TableStore
+from tenants.timeline.schedules import Schedule, parse_time_of_day
 from tenants.times import US, parse_duration, parse_instant
 
 H = US["h"]

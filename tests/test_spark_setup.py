@@ -21,7 +21,6 @@ from pyspark import cloudpickle
 
 from engine.executors.base import AUTO_SPARK_BYTES, decide_executor
 from engine.executors.spark import task_function
-from tenants import spark_package, spark_session
 from tenants.config import S3Settings, Warehouse
 from tenants.errors import (
     ClusterMisconfigured,
@@ -32,7 +31,9 @@ from tenants.errors import (
 )
 from tenants.objectstore.s3 import S3ObjectStore
 from tenants.schema import TableSchema
-from tenants.spark_errors import python_error, translate_task_error, worker_of
+from tenants.spark import package as spark_package
+from tenants.spark import session as spark_session
+from tenants.spark.errors import python_error, translate_task_error, worker_of
 from tenants.spark_reader import read_function
 from tenants.store import TableStore
 
@@ -277,7 +278,7 @@ def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path)
     which this one refuses. So the read fails without the keys and works with
     them, although no task's pickled bytes hold them."""
     from engine.restore.job import restore_tenant
-    from tenants.spark_credentials import KEYS, store_for_tasks
+    from tenants.spark.credentials import KEYS, store_for_tasks
     from tests.moto_auth import authenticating_moto
 
     with authenticating_moto(tmp_path / "moto") as auth:
@@ -325,7 +326,7 @@ def _report(**changes: object) -> dict[str, object]:
 
 
 def test_the_probe_names_the_worker_and_what_is_wrong() -> None:
-    from tenants.spark_probe import problem
+    from tenants.spark.probe import problem
 
     version, build = spark_package.version(), spark_package.build_id()
     assert problem(_report(), version, build) is None

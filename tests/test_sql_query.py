@@ -1,4 +1,4 @@
-"""``rewind query TENANT --sql QUERY`` (tenants.interop.duckdb_sql): DuckDB over the
+"""``rewind query TENANT --sql QUERY`` (tenants.reads.interop.duckdb_sql): DuckDB over the
 tenant's tables, each ``db.table`` the rows visible at one time.
 
 The store is the suite's real one (moto S3, SQLite or PostgreSQL catalog).
@@ -16,7 +16,7 @@ import pytest
 from cli_helpers import as_json, ok
 
 from tenants.errors import InvalidArgument, NotFound
-from tenants.interop import duckdb_sql, sql_tables
+from tenants.reads.interop import duckdb_sql, sql_tables
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 

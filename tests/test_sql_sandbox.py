@@ -28,7 +28,7 @@ from typer.testing import CliRunner, Result
 from engine.cli.app import app
 from tenants.catalog.engine_views import relation_name
 from tenants.errors import InvalidArgument
-from tenants.interop import duckdb_sql, to_duckdb
+from tenants.reads.interop import duckdb_sql, to_duckdb
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 
@@ -330,7 +330,7 @@ def test_a_process_whose_query_failed_mid_scan_exits_1_not_an_abort(local: Local
     """A query that fails while DuckDB scans Rewind's Python stream left Arrow's
     read-ahead thread inside the stream as Python finalized: the process printed
     its error, then aborted (PyGILState_Release, exit -6) in 9 runs of 10, or hung.
-    Streams read on foreign threads are closed at exit (tenants.arrow_reads)."""
+    Streams read on foreign threads are closed at exit (tenants.reads.arrow)."""
     big(local, 20_000)
     failing = "SELECT CASE WHEN id >= 5000 THEN error('boom') ELSE id END AS v FROM shop.big"
     base = ["--catalog", f"sqlite:///{local.catalog}", "--warehouse", f"file://{local.warehouse}"]
@@ -361,7 +361,7 @@ def test_a_process_whose_query_failed_mid_scan_exits_1_not_an_abort(local: Local
 TO_DUCKDB_SCRIPT = """
 import sys
 import duckdb
-from tenants.interop import to_duckdb
+from tenants.reads.interop import to_duckdb
 from tenants.store import TableStore
 
 store = TableStore.open(sys.argv[1], sys.argv[2])

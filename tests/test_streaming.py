@@ -17,16 +17,16 @@ import pytest
 
 from engine.executors.task import run_task
 from engine.pipeline import RewriteTask
-from tenants import object_reader
-from tenants.embedded_s3 import EmbeddedS3
 from tenants.errors import CorruptObject
-from tenants.object_io import read_object, record_of, write_object
-from tenants.object_reader import object_row_hash, open_object
-from tenants.object_writer import ObjectWriter
-from tenants.objects import ObjectRecord, object_key, sort_by_key_and_ts
+from tenants.objects import reader as object_reader
+from tenants.objects.io import read_object, record_of, write_object
+from tenants.objects.reader import object_row_hash, open_object
+from tenants.objects.record import ObjectRecord, object_key, sort_by_key_and_ts
+from tenants.objects.row_hash import HASH_ROWS, RowHasher, rows_hash
+from tenants.objects.writer import ObjectWriter
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.objectstore import s3 as s3_module
-from tenants.row_hash import HASH_ROWS, RowHasher, rows_hash
+from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS
 
 
@@ -228,7 +228,7 @@ def test_the_same_rows_hash_the_same_whichever_path_wrote_them(object_store: Obj
 
 
 def test_a_commit_objects_rows_inherit_their_ts_batch_by_batch(object_store: ObjectStore) -> None:
-    from tenants.object_io import stamp, write_commit_object
+    from tenants.objects.io import stamp, write_commit_object
 
     rows = pa.table({"id": pa.array(range(90), pa.int64()), "v": [str(i) for i in range(90)]})
     record = stamp(
@@ -321,8 +321,8 @@ def test_a_key_in_two_chunks_fails_the_load_and_leaves_nothing(table_store) -> N
 
 
 def test_a_key_range_reads_what_a_filter_of_everything_shows(table_store) -> None:  # type: ignore[no-untyped-def]
-    from tenants.key_range import KeyRange
-    from tenants.reads import stream_visible
+    from tenants.reads.key_range import KeyRange
+    from tenants.reads.visible import stream_visible
 
     for start in range(0, 600, 150):  # four commits, key-disjoint objects
         ids = list(range(start, start + 150))
@@ -357,7 +357,7 @@ def test_a_key_range_reads_what_a_filter_of_everything_shows(table_store) -> Non
 
 
 def test_a_multi_column_key_range_compares_as_tuples() -> None:
-    from tenants.key_range import KeyRange
+    from tenants.reads.key_range import KeyRange
 
     key_schema = pa.schema([("a", pa.int64()), ("b", pa.string())])
     rows = pa.table({"a": [1, 1, 2, 2, 3], "b": ["x", "z", "a", "m", "a"]})
@@ -377,8 +377,8 @@ def test_an_object_is_skipped_only_when_its_keys_all_lie_outside_the_range() -> 
     not sort like them (decimals) never decide a skip (both were skipped before)."""
     from decimal import Decimal
 
-    from tenants.key_range import KeyRange
-    from tenants.objects import ObjectRecord
+    from tenants.objects.record import ObjectRecord
+    from tenants.reads.key_range import KeyRange
 
     def record(first: str, last: str) -> ObjectRecord:
         return ObjectRecord("o", "k", "data", "f", 1, 1, 1, 1, first, last, True, "c", 1)
@@ -396,7 +396,7 @@ def test_an_object_is_skipped_only_when_its_keys_all_lie_outside_the_range() -> 
 
 def test_a_key_that_is_not_of_the_key_type_is_refused() -> None:
     from tenants.errors import InvalidArgument
-    from tenants.key_range import KeyRange
+    from tenants.reads.key_range import KeyRange
 
     with pytest.raises(InvalidArgument, match="not a int64 for key column 'id'"):
         KeyRange.parse("abc", None, pa.schema([("id", pa.int64())]))
@@ -429,7 +429,7 @@ class _FailingOutput:
 def test_an_encoding_failure_on_the_encoder_thread_fails_the_write_and_leaves_nothing(
     object_store: ObjectStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tenants import object_writer
+    from tenants.objects import writer as object_writer
 
     opened = object_store.open_output
     monkeypatch.setattr(object_store, "open_output", lambda key: _FailingOutput(opened(key)))
@@ -446,7 +446,7 @@ def test_an_encoding_failure_on_the_encoder_thread_fails_the_write_and_leaves_no
 
 
 def test_read_ahead_yields_everything_in_order_and_raises_where_the_stream_did() -> None:
-    from tenants.read_ahead import read_ahead, reading_ahead
+    from tenants.objects.read_ahead import read_ahead, reading_ahead
 
     assert list(read_ahead(iter(range(100)))) == list(range(100))
 
@@ -475,7 +475,7 @@ def test_read_ahead_yields_everything_in_order_and_raises_where_the_stream_did()
 
 
 def test_read_ahead_inside_read_ahead_reads_directly_instead_of_waiting_on_itself() -> None:
-    from tenants.read_ahead import read_ahead
+    from tenants.objects.read_ahead import read_ahead
 
     def outer():  # type: ignore[no-untyped-def]
         # A stream that itself reads ahead, run on the read-ahead thread.

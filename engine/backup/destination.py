@@ -21,7 +21,7 @@ from tenants.config import S3Settings
 from tenants.errors import AlreadyExists, CorruptObject, NotFound, ObjectMissing
 from tenants.names import backup_id as checked_backup_id
 from tenants.objectstore import ObjectStore, open_object_store
-from tenants.spark_credentials import environment_settings
+from tenants.spark.credentials import environment_settings
 
 MARKER = "rewind-backups.json"
 
@@ -51,7 +51,7 @@ def open_destination(uri: str, *, create: bool, s3: S3Settings | None = None) ->
         s3: how an ``s3://`` destination reaches S3; the destination reads no
             environment of its own. Default, for convenience at this public
             entry: ``environment_settings(backup=True)``, the one source of S3
-            settings (tenants.spark_credentials): the destination's own
+            settings (tenants.spark.credentials): the destination's own
             ``REWIND_BACKUP_AWS_*`` variables (another account, profile or
             endpoint than the warehouse's) when any is set, else the AWS ones,
             completed under spark-submit as the warehouse's are.

@@ -32,9 +32,9 @@ from tenants.catalog.staging import (
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
 from tenants.handover import hand_over_name
-from tenants.object_io import copy_object, record_of
-from tenants.object_reader import digest_of
-from tenants.objects import ObjectRecord, add_member, insert_object, object_key
+from tenants.objects.io import copy_object, record_of
+from tenants.objects.reader import digest_of
+from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
 from tenants.progress import step
 from tenants.store import TableStore

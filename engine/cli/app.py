@@ -48,8 +48,8 @@ from engine.cli.context import CliState
 from engine.cli.progress import watched
 from tenants import __version__
 from tenants.errors import RewindError
-from tenants.spark_logs import show_spark_logs
-from tenants.spark_session import request_master
+from tenants.spark.logs import show_spark_logs
+from tenants.spark.session import request_master
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2  # typer's, for a usage error

@@ -17,10 +17,10 @@ import typer
 from tenants.config import S3Settings
 from tenants.errors import InvalidArgument
 from tenants.names import qualified_table, tenant_name
-from tenants.snapshots import snapshot_name
-from tenants.spark_credentials import environment_settings
+from tenants.spark.credentials import environment_settings
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
+from tenants.timeline.snapshots import snapshot_name
 from tenants.times import parse_time, starts_time, time_word
 
 # The commands that may create a store where none is: the first command of a
@@ -70,7 +70,7 @@ class CliState:
 def warehouse_s3_settings() -> S3Settings:
     """How the CLI reaches S3 (its warehouse, and the exports the store opens):
     the one source, read here at the edge and passed down
-    (:func:`tenants.spark_credentials.environment_settings`; under spark-submit,
+    (:func:`tenants.spark.credentials.environment_settings`; under spark-submit,
     the restore job's ``spark.hadoop.fs.s3a.*`` keys complete it)."""
     return environment_settings()
 
@@ -120,7 +120,7 @@ def instant_arg(option: str, text: str) -> int | str:
     relative one (``now``, ``-1h``, ``PT15M``) needs the catalog's clock, so it
     is returned as text that starts with ``-`` (``now`` → ``-0s``, ``PT15M`` →
     ``-PT15M``): every API taking ``str | int`` reads that as a time, never as a
-    snapshot, and pins it when it opens the catalog (tenants.lineage.resolve_point,
+    snapshot, and pins it when it opens the catalog (tenants.timeline.lineage.resolve_point,
     TableStore.create_snapshot). A bare word is refused rather than looked up
     as a snapshot of that name.
     """

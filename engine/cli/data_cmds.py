@@ -32,9 +32,9 @@ from engine.cli.render_layout import local_time
 from engine.cli.sql_query import show_sql
 from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.errors import InvalidArgument
-from tenants.key_range import KeyRange
 from tenants.progress import SILENT, Share, Step, step
-from tenants.reads import stream_visible
+from tenants.reads.key_range import KeyRange
+from tenants.reads.visible import stream_visible
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 

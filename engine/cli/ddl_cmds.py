@@ -1,6 +1,6 @@
 """``rewind ddl``: a tenant's databases, tables and schemas as of a protected time.
 
-The time is resolved exactly as ``query --as-of`` resolves it (tenants.lineage):
+The time is resolved exactly as ``query --as-of`` resolves it (tenants.timeline.lineage):
 after a restore, a time before it shows the DDL of the retired tenant that held
 the name then, and a snapshot name is found in the lineage too.
 """
@@ -19,9 +19,9 @@ from rich.tree import Tree
 from engine.cli import render
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.render_layout import local_time, wrapping
-from tenants.lineage import resolve_point
-from tenants.snapshots import snapshot_name
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
+from tenants.timeline.lineage import resolve_point
+from tenants.timeline.snapshots import snapshot_name
 from tenants.times import format_ts, parse_time, starts_time, time_word
 
 

@@ -42,7 +42,7 @@ from engine.cli.render_layout import (
     wrapping,
 )
 from tenants.compaction import CompactionResult
-from tenants.objects import ObjectRecord
+from tenants.objects.record import ObjectRecord
 from tenants.redaction import redact
 from tenants.tenancy import TableRecord, TenantRecord
 from tenants.times import format_ts

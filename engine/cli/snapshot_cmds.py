@@ -21,18 +21,18 @@ from engine.cli.context import CliState, cli_state, instant_arg, tenant_arg
 from engine.cli.options import MAX_COUNT, count_parser
 from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument, NotFound
-from tenants.lineage import lineage_snapshots, snapshot_in_lineage
-from tenants.protection import wall_now
-from tenants.schedules import clear_schedule, get_schedule, parse_time_of_day
-from tenants.snapshots import (
+from tenants.store import TableStore
+from tenants.tenancy import active_tenant, find_tenant
+from tenants.timeline.lineage import lineage_snapshots, snapshot_in_lineage
+from tenants.timeline.protection import wall_now
+from tenants.timeline.schedules import clear_schedule, get_schedule, parse_time_of_day
+from tenants.timeline.snapshots import (
     SnapshotKind,
     SnapshotRecord,
     find_snapshot,
     matching_snapshots,
     snapshot_name,
 )
-from tenants.store import TableStore
-from tenants.tenancy import active_tenant, find_tenant
 from tenants.times import parse_duration
 
 app = typer.Typer(

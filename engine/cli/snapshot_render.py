@@ -14,11 +14,11 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.cli.render_layout import fixed, local_time, local_time_or_blank, titled, wrapping
-from tenants.pitr import PitrWindow
-from tenants.protection import Protection
-from tenants.schedules import Schedule, TickResult
-from tenants.snapshots import SnapshotRecord
 from tenants.tenancy import TenantRecord
+from tenants.timeline.pitr import PitrWindow
+from tenants.timeline.protection import Protection
+from tenants.timeline.schedules import Schedule, TickResult
+from tenants.timeline.snapshots import SnapshotRecord
 from tenants.times import US, format_duration, format_ts
 
 _AGE_UNITS = ("w", "d", "h", "m", "s")

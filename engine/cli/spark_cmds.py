@@ -38,7 +38,7 @@ def package(
     workers need only Python with pyarrow and boto3. A job ships the same zip by
     itself, so this is for images and for `--py-files` in other jobs.
     """
-    from tenants import spark_package
+    from tenants.spark import package as spark_package
 
     state = cli_state(ctx)
     path = spark_package.build_zip(out / spark_package.zip_name())
@@ -59,8 +59,9 @@ def check(ctx: typer.Context) -> None:
     Fails (exit 1, one line) naming the first worker that lacks pyarrow or
     boto3 or runs another Rewind build than this one.
     """
-    from tenants import spark_package, spark_probe
-    from tenants.spark_session import effective_master, get_spark, prepare
+    from tenants.spark import package as spark_package
+    from tenants.spark import probe as spark_probe
+    from tenants.spark.session import effective_master, get_spark, prepare
 
     state = cli_state(ctx)
     master = effective_master()

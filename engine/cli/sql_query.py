@@ -1,7 +1,7 @@
 """``rewind query TENANT --sql QUERY``: DuckDB over the tenant's tables at one time.
 
 Each ``db.table`` the query names is a DuckDB view over the rows visible at
-the time (tenants.interop.duckdb_sql, the Arrow stream ``to_duckdb`` scans),
+the time (tenants.reads.interop.duckdb_sql, the Arrow stream ``to_duckdb`` scans),
 so joins, filters and aggregates see visible rows only, every table at the
 same time. The result prints as ``rewind query`` prints rows: a table of at
 most ``--limit`` rows, or JSON (all of them, streamed, under ``--json``).
@@ -17,7 +17,7 @@ import pyarrow as pa
 from engine.cli import render
 from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument
-from tenants.interop import duckdb_sql, sandboxed_duckdb
+from tenants.reads.interop import duckdb_sql, sandboxed_duckdb
 from tenants.store import TableStore
 
 BATCH_ROWS = 64 * 1024

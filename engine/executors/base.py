@@ -1,6 +1,6 @@
 """The executor seam: run rewrite tasks, report each result as it completes.
 
-``auto`` follows the effective Spark master (:func:`tenants.spark_session.
+``auto`` follows the effective Spark master (:func:`tenants.spark.session.
 effective_master`: spark-submit's, ``--spark-master``, ``SPARK_MASTER``): a
 cluster master means Spark, a local one means the local executor. Measured
 (benchmarks/README.md, bench_restore and bench_cluster): on one 2-core machine
@@ -28,7 +28,7 @@ def decide_executor(name: str, rewrite_bytes: int) -> ExecutorChoice:
     check_executor(name)
     if name == "local":
         return ExecutorChoice("local", "asked for")
-    from tenants.spark_session import effective_master
+    from tenants.spark.session import effective_master
 
     master = effective_master()
     if name == "spark":

@@ -24,10 +24,10 @@ import pyarrow as pa
 from engine.executors.task import run_task
 from engine.pipeline import OnResult, RewriteResult, RewriteTask
 from tenants.errors import RewindError
-from tenants.objects import ObjectRecord
+from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore
-from tenants.spark_credentials import store_for_tasks
-from tenants.spark_errors import translate_task_error
+from tenants.spark.credentials import store_for_tasks
+from tenants.spark.errors import translate_task_error
 
 RESULT_SCHEMA = "task_id string, result string"
 
@@ -92,7 +92,7 @@ class SparkExecutor:
     ) -> list[RewriteResult]:
         if not tasks:
             return []
-        from tenants.spark_session import get_spark, prepare
+        from tenants.spark.session import get_spark, prepare
 
         spark: Any = self._spark or get_spark()
         prepare(spark)

@@ -17,12 +17,12 @@ import pyarrow.compute as pc
 
 from engine.pipeline import RewriteResult, RewriteTask
 from tenants.errors import RewindError, TaskFailed
-from tenants.object_io import record_of
-from tenants.object_reader import open_object
-from tenants.object_writer import ObjectWriter, WrittenObject
-from tenants.objects import ObjectRecord
+from tenants.objects.io import record_of
+from tenants.objects.read_ahead import reading_ahead
+from tenants.objects.reader import open_object
+from tenants.objects.record import ObjectRecord
+from tenants.objects.writer import ObjectWriter, WrittenObject
 from tenants.objectstore import ObjectStore
-from tenants.read_ahead import reading_ahead
 from tenants.schema import TS
 
 

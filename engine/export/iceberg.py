@@ -9,7 +9,7 @@ Per table, in this order:
    ``<to>/<namespace>/<table>``) is proven writable and outside the
    warehouse; a new table's location must hold nothing else.
 2. **Zero copy.** The objects wholly visible at the time
-   (tenants.wholly_visible) are copied as they are into the table's
+   (tenants.reads.wholly_visible) are copied as they are into the table's
    ``data/`` folder, inside the object store (S3 CopyObject, a file copy):
    their bytes never pass through Rewind, and the export owns its copies,
    so GC or compaction in Rewind never breaks the Iceberg table. Each copy's
@@ -67,14 +67,14 @@ from tenants.errors import (
     StorageError,
 )
 from tenants.names import object_name
-from tenants.object_io import copy_object
-from tenants.object_writer import ObjectWriter
-from tenants.objects import ObjectRecord
+from tenants.objects.io import copy_object
+from tenants.objects.record import ObjectRecord
+from tenants.objects.writer import ObjectWriter
 from tenants.objectstore import ObjectStore
 from tenants.progress import Share, Step, step
-from tenants.reads import ReadPlan, stream_visible
+from tenants.reads.visible import ReadPlan, stream_visible
+from tenants.reads.wholly_visible import VisibleSplit, wholly_visible
 from tenants.store import TableStore
-from tenants.wholly_visible import VisibleSplit, wholly_visible
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from engine.export.iceberg_catalog import pyiceberg
 from engine.export.plan import ExportPlan
 from tenants.objectstore import ObjectStore
-from tenants.reads import ReadPlan
+from tenants.reads.visible import ReadPlan
 from tenants.schema import TS
 from tenants.times import format_ts
 

@@ -17,10 +17,10 @@ from typing import Literal, get_args
 
 from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, NotFound
-from tenants.lineage import resolve_point
 from tenants.names import did_you_mean, object_name, qualified_table
-from tenants.reads import ReadPlan, read_plan_in
+from tenants.reads.visible import ReadPlan, read_plan_in
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, parse_tenant_ref, tables_at
+from tenants.timeline.lineage import resolve_point
 from tenants.times import format_ts
 
 Format = Literal["parquet", "iceberg"]

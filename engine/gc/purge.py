@@ -28,8 +28,8 @@ from tenants.catalog.gc import (
     unfinished_restore_from,
 )
 from tenants.errors import InvalidArgument
-from tenants.protection import protection, wall_now
 from tenants.tenancy import TenantRecord, find_tenant
+from tenants.timeline.protection import protection, wall_now
 
 
 @dataclass(frozen=True)

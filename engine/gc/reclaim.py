@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from tenants.catalog import Catalog
 from tenants.compaction import CompactionResult, compact_table, count_unneeded
 from tenants.errors import ConcurrentModification, CorruptObject, ObjectMissing
-from tenants.object_reader import open_object
-from tenants.objects import ObjectRecord, live_objects
+from tenants.objects.reader import open_object
+from tenants.objects.record import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
 from tenants.progress import step
-from tenants.protection import Protection, protection
 from tenants.tenancy import TableRecord, list_tenants, tables_at
+from tenants.timeline.protection import Protection, protection
 
 log = logging.getLogger(__name__)
 

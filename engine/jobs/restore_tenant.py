@@ -21,7 +21,7 @@ The driver's S3 settings are built where the CLI builds them
 (:func:`engine.cli.context.warehouse_s3_settings`): the AWS variables,
 completed from the job's ``spark.hadoop.fs.s3a.*`` keys; the executors get
 the endpoint and region with their tasks and their credentials from their own
-chain or a broadcast (tenants.spark_credentials), never from the pickle.
+chain or a broadcast (tenants.spark.credentials), never from the pickle.
 """
 
 from __future__ import annotations

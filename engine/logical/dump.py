@@ -33,15 +33,15 @@ from engine.logical.manifest import (
     chain_hash,
 )
 from engine.pipeline import SourceAtS
-from tenants.lineage import resolve_point
-from tenants.object_writer import ObjectWriter
+from tenants.objects.codec import encode
+from tenants.objects.row_hash import RowHasher
+from tenants.objects.writer import ObjectWriter
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import encode
 from tenants.progress import Share, Step, step
-from tenants.reads import ReadPlan, plan_read, stream_visible
-from tenants.row_hash import RowHasher
+from tenants.reads.visible import ReadPlan, plan_read, stream_visible
 from tenants.store import TableStore
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id, tables_at
+from tenants.timeline.lineage import resolve_point
 
 Reader = Literal["local", "spark"]
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
@@ -201,10 +201,10 @@ def _dump_table_by_executors(
     Each file's row hash is computed as it is written; the table's is their
     chain, as for a local dump (format 3 "row-parts").
     """
-    from tenants.spark_credentials import store_for_tasks
-    from tenants.spark_errors import translate_task_error
+    from tenants.spark.credentials import store_for_tasks
+    from tenants.spark.errors import translate_task_error
+    from tenants.spark.session import get_spark
     from tenants.spark_reader import spark_dataframe
-    from tenants.spark_session import get_spark
 
     table = plan.table
     schema = table.schema

@@ -19,15 +19,15 @@ from typing import Literal
 import pyarrow as pa
 
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
-from tenants.object_reader import digest_of
-from tenants.objects import ObjectRecord
+from tenants.objects.codec import content_hash
+from tenants.objects.reader import digest_of
+from tenants.objects.record import ObjectRecord
+from tenants.objects.row_hash import RowHasher
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import content_hash
-from tenants.row_hash import RowHasher
 from tenants.schema import TableSchema
 
 FORMAT = "rewind-dump"
-# 3: every table's hash is "row-parts" (tenants.row_hash per file, streamed);
+# 3: every table's hash is "row-parts" (tenants.objects.row_hash per file, streamed);
 # 2: a table's hash may be "parts" (files written by Spark executors); 1 and 2 are still read.
 FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
@@ -54,7 +54,7 @@ class DumpTable:
     content_hash: str
     files: tuple[DumpFile, ...]
     # "row-parts" (format 3): chain_hash of each file's canonical row hash
-    # (tenants.row_hash), in file (= key) order: every writer, local or a Spark
+    # (tenants.objects.row_hash), in file (= key) order: every writer, local or a Spark
     # executor, hashes its file's rows as it streams them, and no process needs
     # the whole table. Formats 1 and 2 (read only): "table", the legacy
     # content_hash of all rows in key order, and "parts", a chain of legacy

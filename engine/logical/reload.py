@@ -46,10 +46,10 @@ from tenants.errors import (
 from tenants.handover import hand_over_name
 from tenants.loads import load_into
 from tenants.names import staging_id as checked_staging_id
-from tenants.object_reader import open_object
+from tenants.objects.reader import open_object
 from tenants.objectstore import ObjectStore
 from tenants.progress import step
-from tenants.reads import plan_read, stream_visible
+from tenants.reads.visible import plan_read, stream_visible
 from tenants.store import TableStore
 from tenants.tenancy import (
     DEFAULT_RETENTION_US,

@@ -1,6 +1,6 @@
 """A tenant name's history: its lineage of tenant ids and the restore jobs around it.
 
-The lineage is the one names and times resolve through (tenants.lineage),
+The lineage is the one names and times resolve through (tenants.timeline.lineage),
 purged and expired tenants included, so ``rewind history`` shows what the name
 can reach. A clone's history stops at its cut: its own row names the source
 and the cut, but the source's later life (its restores, drops, other clones)
@@ -16,9 +16,9 @@ from tenants.catalog import Catalog
 from tenants.catalog.commits import commit_at, commit_rows
 from tenants.catalog.install import tenants_named
 from tenants.errors import InvalidArgument, NotFound
-from tenants.lineage import chain
 from tenants.names import qualified_table
 from tenants.tenancy import TenantRecord, find_tenant
+from tenants.timeline.lineage import chain
 from tenants.times import typed_ts
 
 MAX_LIMIT = 2**63 - 1  # a SQL LIMIT is an int64 on SQLite and PostgreSQL

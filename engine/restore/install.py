@@ -43,7 +43,7 @@ from tenants.catalog.tables import database_row_at
 from tenants.catalog.totals import add_totals, recount
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.handover import hand_over_name
-from tenants.objects import add_member, insert_object
+from tenants.objects.record import add_member, insert_object
 from tenants.tenancy import (
     DEFAULT_RETENTION_US,
     TenantRecord,

@@ -226,7 +226,7 @@ def run_restore(
             # Start Spark (and check a cluster's workers) before the job exists:
             # a worker that cannot run the tasks fails here, with nothing journaled.
             # (An instant job installs first: Spark starts for its rewrite, after.)
-            from tenants.spark_session import get_spark
+            from tenants.spark.session import get_spark
 
             get_spark()
         lease = JobLease(store.catalog, plan.job_id)

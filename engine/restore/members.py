@@ -34,7 +34,7 @@ from tenants.catalog.pins import (
 )
 from tenants.catalog.restore_plan import members_at_tuples
 from tenants.errors import ConcurrentModification, InvalidArgument
-from tenants.objects import ObjectRecord, record_from_tuple
+from tenants.objects.record import ObjectRecord, record_from_tuple
 
 
 class PlanOutdated(ConcurrentModification):

@@ -48,12 +48,12 @@ from tenants.catalog.restore_plan import (
 from tenants.catalog.tenants import active_holder_id
 from tenants.catalog.totals import totals_of_tables
 from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
-from tenants.lineage import inherited_snapshots, resolve_point
 from tenants.names import tenant_name
-from tenants.objects import ObjectRecord, record_from_tuple
-from tenants.pitr import get_pitr
-from tenants.schedules import get_schedule
+from tenants.objects.record import ObjectRecord, record_from_tuple
 from tenants.tenancy import TenantRecord, find_tenant, new_id
+from tenants.timeline.lineage import inherited_snapshots, resolve_point
+from tenants.timeline.pitr import get_pitr
+from tenants.timeline.schedules import get_schedule
 
 
 def plan_restore(
@@ -119,7 +119,7 @@ def plan_in(
             )
         target, replaced = current.name, current.id
     # Only what the name's lineage inherits of the source: never a snapshot a
-    # clone's source made after the clone's cut (tenants.lineage).
+    # clone's source made after the clone's cut (tenants.timeline.lineage).
     snapshots = tuple(
         SnapshotPlan(s.name, s.ts, s.kind, s.expires_at)
         for s in inherited_snapshots(tx, current, source)

@@ -27,10 +27,10 @@ from tenants.catalog.table_restore import (
 )
 from tenants.catalog.tables import database_row_at, table_row_at
 from tenants.errors import AlreadyExists, InvalidArgument, NotFound, UnprotectedTime
-from tenants.lineage import resolve_point
 from tenants.names import did_you_mean, object_name, qualified_table
-from tenants.protection import protection
 from tenants.tenancy import TenantRecord, active_tenant, find_tenant, new_id
+from tenants.timeline.lineage import resolve_point
+from tenants.timeline.protection import protection
 from tenants.times import format_ts
 
 

@@ -26,10 +26,10 @@ from engine.restore.members import pinned_sizes
 from engine.restore.source import source_at
 from tenants.catalog import Catalog
 from tenants.errors import CorruptObject, ObjectMissing
-from tenants.object_reader import object_row_hash
+from tenants.objects.reader import object_row_hash
+from tenants.objects.row_hash import RowHasher
 from tenants.objectstore import ObjectStore
-from tenants.reads import ReadPlan, stream_visible
-from tenants.row_hash import RowHasher
+from tenants.reads.visible import ReadPlan, stream_visible
 
 
 def verify_objects(

@@ -1,6 +1,6 @@
 """The SQL Rewind speaks to an engine other than its catalog: DuckDB's sandbox and views.
 
-``rewind query --sql`` (tenants.interop.duckdb_sql) runs a user's query on a
+``rewind query --sql`` (tenants.reads.interop.duckdb_sql) runs a user's query on a
 DuckDB connection that can read nothing but the views Rewind registers on
 it: each ``db.table`` the query names, over the table's rows at one time.
 The settings and statements live here so that every statement Rewind writes

@@ -1,6 +1,6 @@
 """Objects and membership: the catalog's rows for immutable Parquet objects.
 
-An ``objects`` row describes one object (``tenants.objects.ObjectRecord``); a
+An ``objects`` row describes one object (``tenants.objects.record.ObjectRecord``); a
 ``membership`` row says a table held it from ``added_ts`` until ``removed_ts``
 (``NULL`` while live). Rows are never updated except to end a membership, so
 a reader at any ts sees the members of that ts. A restored table also holds
@@ -8,9 +8,9 @@ what it inherits (``tenants.catalog.bases``): every read of "a table's
 members" here goes through its levels.
 
 Reads return positional tuples in ``RECORD_COLUMNS`` order, not dicts: the
-restore planner reads 10^5 of them, and ``tenants.objects.record_from_tuple``
+restore planner reads 10^5 of them, and ``tenants.objects.record.record_from_tuple``
 builds records from them without a per-row dict. This module imports no
-domain code at run time (``tenants.objects`` imports it).
+domain code at run time (``tenants.objects.record`` imports it).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tenants.catalog.totals import add_totals, subtract_objects
 from tenants.errors import NotFound
 
 if TYPE_CHECKING:
-    from tenants.objects import ObjectKind, ObjectRecord
+    from tenants.objects.record import ObjectKind, ObjectRecord
 
 # Columns in ObjectRecord's field order, so a row tuple builds a record positionally
 # (planning a restore of 10^5 objects reads 10^5 of these: no per-row dicts).

@@ -1,6 +1,6 @@
 """Snapshot schedule rows: at most one schedule per tenant (``tenant_id`` is the key).
 
-The columns are those of ``tenants.schedules.Schedule``: the first time of day
+The columns are those of ``tenants.timeline.schedules.Schedule``: the first time of day
 and interval in µs, retention by age (µs) and/or count, the name prefix of the
 snapshots it makes, and ``set_ts``, when it was set (due times before it are
 never filled in). This module imports no domain code.

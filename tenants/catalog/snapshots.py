@@ -4,7 +4,7 @@ A ``snapshots`` row names one ts of one tenant; ``(tenant_id, name)`` is its
 primary key. ``kind`` is ``manual`` or ``scheduled``; ``created_ts`` is the
 commit that recorded it and ``expires_at`` (scheduled ones) when its schedule
 lets it go. Rows are inserted and deleted, never updated. This module imports
-no domain code (``tenants.snapshots`` builds ``SnapshotRecord`` from the rows).
+no domain code (``tenants.timeline.snapshots`` builds ``SnapshotRecord`` from the rows).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def newest_snapshot_names(tx: Tx, tenant_id: str) -> list[str]:
 
 def snapshot_points(tx: Tx, tenant_id: str) -> list[tuple[int, str]]:
     """``(ts, name)`` of every snapshot of the tenant, by ts then name: the protected
-    points that ``tenants.protection`` bisects."""
+    points that ``tenants.timeline.protection`` bisects."""
     return [
         (int(r["ts"]), str(r["name"]))
         for r in tx.all(

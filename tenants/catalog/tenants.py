@@ -6,7 +6,7 @@ most one per name, enforced by the partial unique index ``tenants_live_name``),
 by a reload or restore, invisible to name lookups here). ``last_change_ts`` is
 the commit ts of the tenant's last data or DDL change; ``source_tenant_id``,
 ``source_ts``, ``restore_job_id`` and ``previous_holder_id`` are its lineage
-(tenants.lineage walks them), ``purged_ts`` marks a tenant whose data GC removed.
+(tenants.timeline.lineage walks them), ``purged_ts`` marks a tenant whose data GC removed.
 
 Rows come back as dicts (``Row``) of every column; ``tenants.tenancy.TenantRecord``
 builds the domain record from one. This module imports no domain code.

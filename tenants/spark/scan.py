@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tenants.mvcc import IS_DATA, project
-from tenants.object_reader import open_object
-from tenants.objects import ObjectRecord
+from tenants.objects.reader import open_object
+from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore
-from tenants.reads import ReadPlan
+from tenants.reads.visible import ReadPlan
 from tenants.schema import TS, TableSchema
 
 
@@ -76,8 +76,8 @@ def spark_dataframe(objects: ObjectStore, plan: ReadPlan, spark: Any | None = No
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from tenants.spark_credentials import store_for_tasks
-    from tenants.spark_session import get_spark, prepare
+    from tenants.spark.credentials import store_for_tasks
+    from tenants.spark.session import get_spark, prepare
 
     if spark is None:
         spark = get_spark()
@@ -109,7 +109,7 @@ def read_spark(objects: ObjectStore, plan: ReadPlan, spark: Any | None = None) -
     try:
         table = spark_dataframe(objects, plan, spark).toArrow()
     except Exception as e:
-        from tenants.spark_errors import translate_task_error
+        from tenants.spark.errors import translate_task_error
 
         raise translate_task_error(
             e, f"reading {plan.table.qualified} of tenant {plan.tenant.ref} at ts {plan.as_of}"

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tenants.mvcc import IS_DATA
-from tenants.objects import ObjectKind
-from tenants.protection import Protection
+from tenants.objects.record import ObjectKind
 from tenants.schema import TS, TableSchema
+from tenants.timeline.protection import Protection
 
 NEVER = np.iinfo(np.int64).max
 _SRC = "__src"

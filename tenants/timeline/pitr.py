@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from tenants.catalog import Tx
 from tenants.catalog.pitr import delete_pitr_window, insert_pitr_window, pitr_window
 from tenants.errors import InvalidArgument
-from tenants.protection import wall_now
 from tenants.tenancy import TenantRecord
+from tenants.timeline.protection import wall_now
 from tenants.times import check_duration
 
 

@@ -10,7 +10,7 @@ rule, checked catalog first and then by reading key columns only:
    before T) whose last ts is at or before T, written with the table's schema
    as of T (the same fingerprint: the same columns, no column added or
    dropped since), whose first and last keys are known as typed values
-   (tenants.merge.typed_key), and whose key range overlaps no other data
+   (tenants.reads.merge.typed_key), and whose key range overlaps no other data
    object of the plan: no other object holds a version of any of its keys at
    or before T (objects whose first ts is after T hold none, and are not in
    the plan). A compacted table's objects are disjoint, so most pass.
@@ -46,12 +46,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tenants.key_range import KeyRange
-from tenants.merge import typed_key
-from tenants.object_reader import open_object
-from tenants.objects import ObjectRecord
+from tenants.objects.reader import open_object
+from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore
-from tenants.reads import ReadPlan
+from tenants.reads.key_range import KeyRange
+from tenants.reads.merge import typed_key
+from tenants.reads.visible import ReadPlan
 from tenants.schema import TS
 
 TOMBSTONE_ROWS = 1_000_000

@@ -43,7 +43,7 @@ def probe(_: Iterable[Any]) -> Iterator[dict[str, Any]]:
             report["missing"].append(f"{module} ({type(e).__name__}: {e})")
     try:
         tenants = importlib.import_module("tenants")
-        package = importlib.import_module("tenants.spark_package")
+        package = importlib.import_module("tenants.spark.package")
         report["version"] = tenants.__version__
         report["build"] = package.build_id()
     except Exception as e:  # noqa: BLE001

@@ -1,6 +1,6 @@
 """A table at a snapshot, in DuckDB and polars: their own objects over Rewind's stream.
 
-Both engines scan :class:`tenants.arrow_reads.ArrowRead`, the checked plan of a
+Both engines scan :class:`tenants.reads.arrow.ArrowRead`, the checked plan of a
 read, never the Parquet objects (docs/engines.md says why). Each query an
 engine runs opens a new stream over the same plan, so a relation or a
 LazyFrame can be queried again and again and always shows the same rows;
@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
-from tenants.arrow_reads import Keys, Store, plan_arrow_read, plan_time
 from tenants.catalog.engine_views import create_table_view, relation_name, sandboxed_connection
 from tenants.errors import InvalidArgument, MissingDependency
 from tenants.names import object_name
+from tenants.reads.arrow import Keys, Store, plan_arrow_read, plan_time
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,7 +55,7 @@ def to_duckdb(
     DuckDB scans the rows as Rewind streams them (in primary-key order, in
     batches), once per query it runs on the relation; filters, joins and
     aggregates in DuckDB apply to visible rows only, so they are always
-    correct. Arguments as :func:`tenants.arrow_reads.read_arrow`, plus:
+    correct. Arguments as :func:`tenants.reads.arrow.read_arrow`, plus:
 
     Args:
         connection: the DuckDB connection to put the relation on. Without one,
@@ -73,7 +73,7 @@ def to_duckdb(
     Raises:
         MissingDependency: duckdb is not installed.
         InvalidArgument: ``name`` without ``connection``.
-        and what :func:`~tenants.arrow_reads.read_arrow` raises, when called.
+        and what :func:`~tenants.reads.arrow.read_arrow` raises, when called.
     """
     duck = _engine("duckdb", "to_duckdb")
     if name is not None:
@@ -125,11 +125,11 @@ def to_polars(
     nothing (key bounds prune: pass ``keys``). Under polars' streaming engine
     (the default in polars 2) a query runs in the memory of a few batches;
     the in-memory engine, and ``lazy=False``, hold the result.
-    Arguments as :func:`tenants.arrow_reads.read_arrow`.
+    Arguments as :func:`tenants.reads.arrow.read_arrow`.
 
     Raises:
         MissingDependency: polars is not installed, or too old to have IO sources.
-        and what :func:`~tenants.arrow_reads.read_arrow` raises, when called.
+        and what :func:`~tenants.reads.arrow.read_arrow` raises, when called.
     """
     polars = _engine("polars", "to_polars")
     try:
@@ -213,7 +213,7 @@ def duckdb_sql(
         MissingDependency: duckdb is not installed.
         InvalidArgument: the query does not parse, is not one read-only query,
             names no ``db.table``, names two DuckDB cannot tell apart, or fails.
-        and what :func:`~tenants.arrow_reads.read_arrow` raises for each table
+        and what :func:`~tenants.reads.arrow.read_arrow` raises for each table
         (``NotFound`` for a table the tenant does not have at that time).
     """
     duck = _engine("duckdb", "duckdb_sql")

@@ -13,8 +13,8 @@
 5. ``local[2]``.
 
 On a cluster master the session ships Rewind's code to the executors
-(:mod:`tenants.spark_package`) and checks the workers before the first job
-(:mod:`tenants.spark_probe`). Rewind's defaults (UTC session time, Arrow on,
+(:mod:`tenants.spark.package`) and checks the workers before the first job
+(:mod:`tenants.spark.probe`). Rewind's defaults (UTC session time, Arrow on,
 UI off) never override a setting the user gave spark-submit.
 """
 
@@ -28,8 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tenants import allocator, spark_logs
+from tenants import allocator
 from tenants.errors import ClusterMisconfigured, InvalidArgument
+from tenants.spark import logs as spark_logs
 
 DEFAULT_MASTER = "local[2]"
 MasterSource = Literal[
@@ -223,7 +224,7 @@ def get_spark(master: str | None = None, *, for_tests: bool = False) -> Any:
 
 def prepare(spark: Any) -> list[dict[str, Any]] | None:
     """Ship Rewind's code to a cluster's executors and check the workers, once per
-    Spark application; the workers' reports (:mod:`tenants.spark_probe`). On a
+    Spark application; the workers' reports (:mod:`tenants.spark.probe`). On a
     local master the workers are this machine's Python (``PYSPARK_PYTHON``) and
     import Rewind as the driver does, so nothing is done and None is returned.
 
@@ -236,13 +237,14 @@ def prepare(spark: Any) -> list[dict[str, Any]] | None:
         return None
     if sc.applicationId in _prepared:
         return _prepared[sc.applicationId]
-    from tenants import spark_package, spark_probe
+    from tenants.spark import package as spark_package
+    from tenants.spark import probe as spark_probe
 
     sc.addPyFile(str(spark_package.cached_zip()))
     try:
         reports = spark_probe.probe_cluster(spark)
     except Exception as e:
-        from tenants.spark_errors import task_failure
+        from tenants.spark.errors import task_failure
 
         raise ClusterMisconfigured(
             f"the Spark workers of {master} cannot run Python tasks: {task_failure(e)}"

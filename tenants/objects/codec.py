@@ -1,9 +1,9 @@
 """Parquet bytes in memory, for what is small by nature, and the legacy row hash.
 
-Objects stream (tenants.object_writer, tenants.object_reader); this module is
+Objects stream (tenants.objects.writer, tenants.objects.reader); this module is
 left with what fits in memory by definition: an empty dump file, an object
 under a few MB fetched whole, and ``content_hash``, the whole-table hash that
-dumps of formats 1 and 2 carry (tenants.row_hash replaced it). Reads hand
+dumps of formats 1 and 2 carry (tenants.objects.row_hash replaced it). Reads hand
 Arrow only Arrow-owned memory, never a Python object: see :func:`arrow_buffer`
 for why. (Writes need no such care: the writer runs on the calling thread and
 is closed before ``encode`` returns.)

@@ -20,9 +20,14 @@ from tenants.catalog import Tx
 from tenants.catalog.schedules import delete_schedule, insert_schedule, schedule_row
 from tenants.catalog.snapshots import delete_snapshot
 from tenants.errors import InvalidArgument
-from tenants.protection import protection, wall_now
-from tenants.snapshots import SnapshotRecord, create_snapshot, list_snapshots, snapshot_name
 from tenants.tenancy import TenantRecord
+from tenants.timeline.protection import protection, wall_now
+from tenants.timeline.snapshots import (
+    SnapshotRecord,
+    create_snapshot,
+    list_snapshots,
+    snapshot_name,
+)
 from tenants.times import US, check_duration
 
 MAX_RETAIN_COUNT = 1_000_000  # far past any real schedule, well inside SQLite's int64

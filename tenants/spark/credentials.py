@@ -23,7 +23,7 @@ from typing import Any
 
 from tenants.config import S3Settings
 from tenants.objectstore import ObjectStore
-from tenants.spark_session import submitted_conf, under_spark_submit
+from tenants.spark.session import submitted_conf, under_spark_submit
 
 PREFIX = "spark.hadoop.fs.s3a."
 KEYS = {

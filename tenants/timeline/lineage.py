@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from tenants.catalog import Tx
 from tenants.errors import InvalidArgument, NotFound, UnprotectedTime
-from tenants.protection import protection, wall_now
-from tenants.snapshots import SNAPSHOT_NAME, SnapshotRecord, find_snapshot, list_snapshots
 from tenants.tenancy import TenantRecord, tenant_by_id
+from tenants.timeline.protection import protection, wall_now
+from tenants.timeline.snapshots import SNAPSHOT_NAME, SnapshotRecord, find_snapshot, list_snapshots
 from tenants.times import TIME_FORMS, check_ts, format_ts, parse_time, starts_time, time_word
 
 

@@ -3,12 +3,12 @@
 Rewind's Parquet objects are not the table: a data object holds every
 version of its rows with the internal ``__ts``, deletes live in tombstone
 objects that hold only keys, and objects written before a schema change lack
-the columns added since. Only the MVCC merge (tenants.reads) says what a time
+the columns added since. Only the MVCC merge (tenants.reads.visible) says what a time
 shows, so this module hands engines that speak Arrow (DuckDB, polars, pandas)
 its output instead of the files: :func:`read_arrow` returns a
 ``pyarrow.RecordBatchReader`` of the visible rows, user columns only, in
 primary-key order, streamed a batch at a time over
-:func:`tenants.reads.stream_visible`, never the whole table.
+:func:`tenants.reads.visible.stream_visible`, never the whole table.
 
 Everything that can be wrong with a request (tenant, table, time, columns,
 key range, filter) is checked when the read is planned, before the first
@@ -36,16 +36,16 @@ import pyarrow.compute as pc
 
 from tenants.catalog import Catalog, Tx
 from tenants.errors import InvalidArgument, ObjectMissing
-from tenants.key_range import KeyRange, exact_bound
-from tenants.lineage import require_data, resolve_point, snapshot_in_lineage
 from tenants.names import qualified_table
-from tenants.object_reader import BATCH_ROWS
+from tenants.objects.reader import BATCH_ROWS
 from tenants.objectstore import ObjectStore
-from tenants.protection import wall_now
-from tenants.reads import ReadPlan, narrowed, read_plan_in, stream_visible
-from tenants.snapshots import snapshot_name
-from tenants.stream_exit import ExitSafeStream
+from tenants.reads.key_range import KeyRange, exact_bound
+from tenants.reads.stream_exit import ExitSafeStream
+from tenants.reads.visible import ReadPlan, narrowed, read_plan_in, stream_visible
 from tenants.tenancy import TenantRecord, find_tenant
+from tenants.timeline.lineage import require_data, resolve_point, snapshot_in_lineage
+from tenants.timeline.protection import wall_now
+from tenants.timeline.snapshots import snapshot_name
 from tenants.times import parse_time
 
 __all__ = ["ArrowRead", "KeyRange", "Keys", "plan_arrow_read", "plan_time", "read_arrow"]
@@ -165,7 +165,7 @@ class ArrowRead:
     def reader(self) -> pa.RecordBatchReader:
         """A new stream of the visible rows, as a ``RecordBatchReader``: one the
         process waits for at exit if another engine's threads read it
-        (tenants.stream_exit)."""
+        (tenants.reads.stream_exit)."""
         where = f"{self.plan.where} at ts {self.plan.as_of}"
         return pa.RecordBatchReader.from_batches(self.schema, ExitSafeStream(self.batches(), where))
 
@@ -242,7 +242,7 @@ def read_arrow(
     Args:
         store: a ``TableStore`` (anything with its ``catalog`` and ``objects``).
         tenant: tenant name (or ``name@id``); times before a restore read the
-            tenant that held the name then (tenants.lineage).
+            tenant that held the name then (tenants.timeline.lineage).
         table: ``database.table``.
         snapshot: a snapshot name of the tenant's lineage; or
         ts: a protected time in µs since the epoch; or

@@ -5,7 +5,7 @@ whose ts range starts at or before T (later objects cannot hold events <= T).
 Reads use the current membership: compaction keeps every version a protected
 time needs, so replaced objects are never consulted.
 
-The local execution is a k-way merge of the plan's objects (tenants.merge):
+The local execution is a k-way merge of the plan's objects (tenants.reads.merge):
 each round holds every event of its keys, so MVCC resolves round by round and
 visible rows come out in key order, a round at a time. Memory is a batch per
 object; a reader that wants the first N rows stops after N.
@@ -22,15 +22,15 @@ import pyarrow.compute as pc
 
 from tenants.catalog import Catalog, Tx
 from tenants.errors import InvalidArgument, NotFound
-from tenants.key_range import KeyRange
-from tenants.lineage import require_data, resolve_point
-from tenants.merge import MergeInput, gather, merge_rounds, typed_key
 from tenants.mvcc import IS_DATA, last_of_each_key, project
-from tenants.object_reader import ObjectReader, open_object
-from tenants.objects import ObjectRecord, live_objects
+from tenants.objects.reader import ObjectReader, open_object
+from tenants.objects.record import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
+from tenants.reads.key_range import KeyRange
+from tenants.reads.merge import MergeInput, gather, merge_rounds, typed_key
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, find_table, find_tenant
+from tenants.timeline.lineage import require_data, resolve_point
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def plan_read(
 
     ``as_of`` is a ts, or text: a snapshot name, an ISO-8601 instant or a ts.
     A tenant name's history follows its lineage: after a restore, times before
-    it read the retired tenant that held the name then (tenants.lineage).
+    it read the retired tenant that held the name then (tenants.timeline.lineage).
 
     Raises:
         UnprotectedTime: ``as_of`` is not protected; its history may be gone.
@@ -97,7 +97,7 @@ def stream_visible(
 
     With ``limit``, at most that many rows, read in small batches; with ``keys``,
     only that key range, skipping objects and row groups outside it
-    (tenants.key_range); with ``columns``, only those columns, in that order:
+    (tenants.reads.key_range); with ``columns``, only those columns, in that order:
     objects are read with the key, ``__ts`` and those columns alone (the key
     decides visibility whether it is shown or not). Any of them is a partial
     read, done without each object's whole-file checksum (a partial read

@@ -15,7 +15,7 @@ A partial read (``verify=False``: a query that stops early) reads only the
 row groups it needs, by ranged GETs; the whole-object checksum cannot be
 checked then, but every page's CRC is (objects are written with page
 checksums), so a damaged page still fails loudly. The footer of an object
-this process has opened before comes from tenants.footer_cache, not from
+this process has opened before comes from tenants.objects.footer_cache, not from
 another request.
 """
 
@@ -36,12 +36,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tenants.errors import CorruptObject, StorageError
-from tenants.footer_cache import FOOTERS
-from tenants.objects import ObjectRecord
+from tenants.objects.codec import arrow_buffer
+from tenants.objects.footer_cache import FOOTERS
+from tenants.objects.read_ahead import reading_ahead
+from tenants.objects.record import ObjectRecord
+from tenants.objects.row_hash import RowHasher
 from tenants.objectstore import ObjectStore
-from tenants.parquet_codec import arrow_buffer
-from tenants.read_ahead import reading_ahead
-from tenants.row_hash import RowHasher
 from tenants.schema import TS
 
 BATCH_ROWS = int(os.environ.get("REWIND_BATCH_ROWS", 64 * 1024))
@@ -213,7 +213,7 @@ def stream_object(
 ) -> Generator[pa.RecordBatch, None, None]:
     """The object's batches, its reader (and spool file) closed as soon as the last
     is read: a merge of many objects holds only the ones it is reading. Each
-    batch is decoded while the caller works on the one before (tenants.read_ahead):
+    batch is decoded while the caller works on the one before (tenants.objects.read_ahead):
     one more batch in memory."""
     with open_object(objects, record, buffer_bytes=buffer_bytes) as reader:
         with reading_ahead(reader.batches(columns, batch_bytes=batch_bytes)) as batches:
@@ -221,7 +221,7 @@ def stream_object(
 
 
 def object_row_hash(objects: ObjectStore, record: ObjectRecord) -> str:
-    """The content hash (tenants.row_hash) of the object's rows, with ``__ts``,
+    """The content hash (tenants.objects.row_hash) of the object's rows, with ``__ts``,
     in stored order, streamed."""
     with open_object(objects, record) as reader:
         hasher = RowHasher(reader.schema)

@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tenants.errors import InvalidArgument
-from tenants.merge import typed_key
-from tenants.objects import ObjectRecord
+from tenants.objects.record import ObjectRecord
+from tenants.reads.merge import typed_key
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class KeyRange:
         """False only if the object's recorded keys all lie outside the range.
 
         The recorded first and last keys are read back as typed values
-        (tenants.merge.typed_key); where JSON cannot say a key exactly (decimals,
+        (tenants.reads.merge.typed_key); where JSON cannot say a key exactly (decimals,
         bytes, times are recorded as text that need not sort like them), the
         object is read. A bound shorter than the key is a prefix: its keys are
         the ones that start with it, so only as many columns are compared.

@@ -21,15 +21,15 @@ from dataclasses import replace
 import pyarrow as pa
 
 from tenants.errors import CorruptObject
-from tenants.object_reader import CHUNK_BYTES, open_object
-from tenants.object_writer import ObjectWriter, WrittenObject
-from tenants.objects import (
+from tenants.objects.reader import CHUNK_BYTES, open_object
+from tenants.objects.record import (
     ObjectKind,
     ObjectRecord,
     object_key,
     sort_by_key,
     sort_by_key_and_ts,
 )
+from tenants.objects.writer import ObjectWriter, WrittenObject
 from tenants.objectstore import ObjectStore
 from tenants.tenancy import new_id
 

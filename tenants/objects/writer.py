@@ -5,7 +5,7 @@ several yields them; they are buffered up to one row group, encoded, and the
 Parquet bytes go straight to the object store's output (a temp file, a multipart
 upload), hashed on the way for the object's checksum. Row count, ts range and
 key range are gathered as batches pass, and, when asked, the rows' content
-hash (tenants.row_hash), so nothing reads the object back to describe it.
+hash (tenants.objects.row_hash), so nothing reads the object back to describe it.
 
 Encoding (Parquet pages, zstd) runs on a thread of its own, behind the
 caller: while row groups are encoded and written, the caller decodes, filters
@@ -37,8 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tenants.objects.row_hash import RowHasher
 from tenants.objectstore import ObjectOutput, ObjectStore
-from tenants.row_hash import RowHasher
 from tenants.schema import TS
 
 ROW_GROUP_ROWS = int(os.environ.get("REWIND_ROW_GROUP_ROWS", 128 * 1024))

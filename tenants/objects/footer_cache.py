@@ -71,4 +71,4 @@ class FooterCache:
 
 
 FOOTERS = FooterCache()
-"""The process's cache, used by :func:`tenants.object_reader.open_object`."""
+"""The process's cache, used by :func:`tenants.objects.reader.open_object`."""

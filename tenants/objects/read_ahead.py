@@ -2,7 +2,7 @@
 
 A merge or a rewrite spends its time in three places: decoding Parquet,
 its own work (filter, sort, MVCC, hashing) and encoding the output. The
-encoder has a thread of its own (tenants.object_writer); this module gives
+encoder has a thread of its own (tenants.objects.writer); this module gives
 decoding one, so on two cores the three overlap instead of taking turns.
 pyarrow releases the GIL while it decodes.
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-CONFIG = Path(__file__).with_name("spark_log4j2.properties")
+CONFIG = Path(__file__).with_name("log4j2.properties")
 # What a JVM start prints that says nothing to a Rewind user.
 NOISE = re.compile(
     r"^(WARNING: Using incubator modules: jdk\.incubator\.vector"

@@ -23,8 +23,8 @@ from tenants.catalog.snapshots import (
 )
 from tenants.errors import AlreadyExists, InvalidArgument, InvalidName, NotFound
 from tenants.names import did_you_mean
-from tenants.protection import protection
 from tenants.tenancy import TenantRecord
+from tenants.timeline.protection import protection
 from tenants.times import check_ts
 
 SnapshotKind = Literal["manual", "scheduled"]

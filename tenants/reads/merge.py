@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tenants.mvcc import IS_DATA
-from tenants.objects import ObjectKind
+from tenants.objects.record import ObjectKind
 from tenants.schema import TS
 
 SRC = "__src"

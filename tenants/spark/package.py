@@ -10,7 +10,7 @@ store imports it).
 The *build id* is a digest of the packaged sources. The driver and each worker
 compute it the same way from the code they actually imported, so a worker that
 runs other code than the driver (an older zip, a stale install) is caught
-before a task writes a byte (:mod:`tenants.spark_probe`).
+before a task writes a byte (:mod:`tenants.spark.probe`).
 """
 
 from __future__ import annotations
