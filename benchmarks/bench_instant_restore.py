@@ -9,7 +9,7 @@ compaction (64 MiB objects), so every object holds rows from before and after
 S and a rewrite-first restore must rewrite all of them. Built on ``file://``;
 the ``moto`` tenant of the same size is a mirror of it (the warehouse's
 objects uploaded to a fresh moto bucket, the catalog copied with
-``tenants.catalog.copy.copy_catalog``, which keeps the catalog id the
+``tenants.catalog.engine.copy.copy_catalog``, which keeps the catalog id the
 warehouse marker names): the same bytes, without paying moto's ~15 MB/s twice
 (write, then compaction) for 10 GB. Restores run with the local executor,
 ``verify="objects"``. In one run, side by side:
@@ -105,7 +105,7 @@ from engine.pipeline import Method
 from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, resume_restore
 from engine.restore.plan import plan_restore
 from tenants.catalog import open_catalog
-from tenants.catalog.copy import copy_catalog
+from tenants.catalog.engine.copy import copy_catalog
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from engine.pipeline import RestorePlan
 from tenants.catalog import Tx
-from tenants.catalog.install import insert_database, insert_schema_versions, insert_tables
+from tenants.catalog.engine.install import insert_database, insert_schema_versions, insert_tables
 from tenants.catalog.pitr import insert_pitr_window
 from tenants.catalog.schedules import insert_schedule
 from tenants.catalog.snapshots import insert_snapshots

@@ -357,7 +357,7 @@ def test_postgres_catalog_uri_naming_no_database_is_refused() -> None:
 def test_last_dropped_holder_of_a_name_ignores_tenants_never_dropped(store: TableStore) -> None:
     """``ORDER BY dropped_ts DESC`` puts NULLs last on SQLite and first on PostgreSQL:
     a staging tenant (never dropped) under the name must not hide the dropped one."""
-    from tenants.catalog.staging import insert_staging_tenant
+    from tenants.catalog.engine.staging import insert_staging_tenant
     from tenants.catalog.tenants import insert_tenant, last_dropped_id, retire_tenant_row
 
     with store.catalog.transaction() as tx:

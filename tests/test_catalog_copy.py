@@ -22,7 +22,7 @@ from engine.cli.app import app
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from tenants.catalog import open_catalog
-from tenants.catalog.copy import COPY_ORDER, copy_catalog
+from tenants.catalog.engine.copy import COPY_ORDER, copy_catalog
 from tenants.errors import InvalidArgument
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema

@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from engine.cli.app import app
 from tenants.catalog import open_catalog
-from tenants.catalog.copy import move_catalog
+from tenants.catalog.engine.copy import move_catalog
 from tenants.errors import CatalogMoved, InvalidArgument
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore

@@ -17,8 +17,8 @@ import pytest
 from item_rows import SCHEMA, rows
 
 from tenants.catalog import Tx
-from tenants.catalog.install import install_reused_members
-from tenants.catalog.restore_plan import members_after_tuples
+from tenants.catalog.engine.install import install_reused_members
+from tenants.catalog.engine.restore_plan import members_after_tuples
 from tenants.store import TableStore
 
 

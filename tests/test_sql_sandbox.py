@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
 from engine.cli.app import app
-from tenants.catalog.engine_views import relation_name
+from tenants.catalog.query_views import relation_name
 from tenants.errors import InvalidArgument
 from tenants.reads.interop import duckdb_sql, to_duckdb
 from tenants.schema import TableSchema

@@ -32,7 +32,7 @@ from engine.backup.physical import (
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
-from tenants.catalog.staging import tenant_state
+from tenants.catalog.engine.staging import tenant_state
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import InvalidArgument, NotFound
 from tenants.names import backup_id as checked_backup_id

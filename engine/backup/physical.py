@@ -25,7 +25,7 @@ from engine.pipeline import RestorePlan
 from engine.restore.members import ObjectAction, live_members
 from engine.restore.plan import plan_in
 from tenants.catalog import Tx
-from tenants.catalog.staging import (
+from tenants.catalog.engine.staging import (
     activate_restored_tenant,
     insert_staging_tenant,
 )

@@ -1,7 +1,7 @@
 """``rewind catalog copy SRC DST``: move a catalog between SQLite and PostgreSQL.
 
 Needs no warehouse: only the two catalogs are opened. The copy and its check
-are ``tenants.catalog.copy``; this prints one row per catalog table (rows in
+are ``tenants.catalog.engine.copy``; this prints one row per catalog table (rows in
 the source, rows copied, verified) and fails if any table does not verify.
 """
 
@@ -15,7 +15,7 @@ from engine.cli import render
 from engine.cli.context import cli_state
 from engine.cli.render_layout import fixed, titled, wrapping
 from tenants.catalog import open_catalog
-from tenants.catalog.copy import move_catalog
+from tenants.catalog.engine.copy import move_catalog
 from tenants.errors import CopyMismatch, InvalidArgument
 from tenants.redaction import redact
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from engine.gc.clocks import aged, real_now
 from engine.gc.purge import PurgeResult, expire_retention
 from tenants.catalog import Catalog, Tx
-from tenants.catalog.gc import (
+from tenants.catalog.engine.gc import (
     forget_collected,
     pending_deletions,
     record_pending,

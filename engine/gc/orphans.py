@@ -27,7 +27,7 @@ from engine.gc.ownership import Ownership, ownership
 from engine.pipeline import RestorePlan
 from engine.restore.journal import ACTIVE_STATES
 from tenants.catalog import Catalog
-from tenants.catalog.gc import job_ids_in, known_object_keys, plans_of_jobs_in
+from tenants.catalog.engine.gc import job_ids_in, known_object_keys, plans_of_jobs_in
 from tenants.objectstore import ObjectInfo, ObjectStore
 
 OUR_KEY = re.compile(

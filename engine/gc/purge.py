@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from engine.gc.clocks import real_now
 from tenants.catalog import Catalog, Tx
-from tenants.catalog.gc import (
+from tenants.catalog.engine.gc import (
     active_tenant_rows,
     purge_tenant_rows,
     release_tables_dropped_by,

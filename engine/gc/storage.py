@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from engine.gc.reclaim import DamagedObject, measure
 from tenants.catalog import Catalog
-from tenants.catalog.gc import objects_shared_with_other_tenants
+from tenants.catalog.engine.gc import objects_shared_with_other_tenants
 from tenants.objects.record import live_objects
 from tenants.objectstore import ObjectStore
 from tenants.tenancy import find_tenant, tables_at

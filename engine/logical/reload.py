@@ -28,7 +28,7 @@ from engine.logical.manifest import (
 from engine.materialise import carry_settings
 from engine.pipeline import RestorePlan
 from tenants.catalog import Tx
-from tenants.catalog.staging import (
+from tenants.catalog.engine.staging import (
     activate_reloaded_tenant,
     delete_staging_rows,
     insert_staging_tenant,

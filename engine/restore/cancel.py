@@ -24,10 +24,10 @@ from engine.restore.lease import JobBusy, describe, lease_live, lease_seconds
 from engine.restore.swap import unswapped_outputs
 from tenants.catalog import Tx
 from tenants.catalog.base import wall_clock_us
-from tenants.catalog.install import installed_tenant
-from tenants.catalog.jobs import job_lease, job_state, request_stop
-from tenants.catalog.pins import release_pins
-from tenants.catalog.table_restore import tables_installed_by
+from tenants.catalog.engine.install import installed_tenant
+from tenants.catalog.engine.jobs import job_lease, job_state, request_stop
+from tenants.catalog.engine.pins import release_pins
+from tenants.catalog.engine.table_restore import tables_installed_by
 from tenants.errors import InvalidArgument, RewindError
 from tenants.names import job_id as checked_job_id
 from tenants.store import TableStore

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from engine.restore.journal import JobRecord, jobs_of
 from tenants.catalog import Catalog
 from tenants.catalog.commits import commit_at, commit_rows
-from tenants.catalog.install import tenants_named
+from tenants.catalog.engine.install import tenants_named
 from tenants.errors import InvalidArgument, NotFound
 from tenants.names import qualified_table
 from tenants.tenancy import TenantRecord, find_tenant

@@ -25,20 +25,20 @@ from engine.pipeline import Installed, RestorePlan, RewriteResult
 from engine.restore.journal import transition
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.commits import record_commit
-from tenants.catalog.install import (
+from tenants.catalog.engine.install import (
     has_reuse_pins,
     insert_database,
     insert_restored_tenant,
     install_reused_members,
 )
-from tenants.catalog.jobs import mark_installed
-from tenants.catalog.objects import insert_cut_members
-from tenants.catalog.pins import release_pins
-from tenants.catalog.table_restore import (
+from tenants.catalog.engine.jobs import mark_installed
+from tenants.catalog.engine.pins import release_pins
+from tenants.catalog.engine.table_restore import (
     drop_replaced_tables,
     insert_restored_tables,
     release_locks,
 )
+from tenants.catalog.objects import insert_cut_members
 from tenants.catalog.tables import database_row_at
 from tenants.catalog.totals import add_totals, recount
 from tenants.errors import ConcurrentModification, InvalidArgument

@@ -68,8 +68,8 @@ from engine.restore.swap import still_cut, swap_rewrites
 from engine.restore.verify import verify as verify_step
 from engine.restore.verify import verify_installable
 from tenants.catalog import Tx
-from tenants.catalog.jobs import end_lease, mark_installed
-from tenants.catalog.pins import release_pins
+from tenants.catalog.engine.jobs import end_lease, mark_installed
+from tenants.catalog.engine.pins import release_pins
 from tenants.errors import InvalidArgument, RewindError
 from tenants.progress import step
 from tenants.store import TableStore

@@ -19,7 +19,7 @@ from engine.pipeline import RestorePlan, RewriteResult
 from engine.restore.lease import LeaseLost
 from engine.restore.members import pin_plan
 from tenants.catalog import Catalog, Row, Tx
-from tenants.catalog.jobs import (
+from tenants.catalog.engine.jobs import (
     done_task_results,
     insert_job,
     insert_plan,
@@ -33,7 +33,7 @@ from tenants.catalog.jobs import (
     task_state_counts,
     unfinished_job_on,
 )
-from tenants.catalog.table_restore import lock_tables
+from tenants.catalog.engine.table_restore import lock_tables
 from tenants.errors import InvalidArgument, NotFound, RestoreInProgress
 from tenants.names import job_id as checked_job_id
 from tenants.times import format_ts

@@ -32,7 +32,7 @@ from types import TracebackType
 
 from tenants.catalog import Catalog, Row
 from tenants.catalog.base import wall_clock_us
-from tenants.catalog.jobs import (
+from tenants.catalog.engine.jobs import (
     holder_and_stop,
     job_lease_and_stop,
     renew_lease,

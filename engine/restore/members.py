@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from engine.pipeline import Action, RestorePlan, classify
 from tenants.catalog import Tx
 from tenants.catalog.bases import insert_job_bases
-from tenants.catalog.gc import gc_decided_since
-from tenants.catalog.pins import (
+from tenants.catalog.engine.gc import gc_decided_since
+from tenants.catalog.engine.pins import (
     has_legacy_pins,
     inherited_key_sizes,
     inherited_member_tuples,
@@ -32,7 +32,7 @@ from tenants.catalog.pins import (
     pinned_key_sizes,
     pinned_member_tuples,
 )
-from tenants.catalog.restore_plan import members_at_tuples
+from tenants.catalog.engine.restore_plan import members_at_tuples
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.objects.record import ObjectRecord, record_from_tuple
 

@@ -38,7 +38,7 @@ from engine.pipeline import (
     classify,
 )
 from tenants.catalog import Catalog, Row, Tx
-from tenants.catalog.restore_plan import (
+from tenants.catalog.engine.restore_plan import (
     database_rows_at,
     first_stranger,
     members_after_by_table,

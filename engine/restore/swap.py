@@ -28,8 +28,8 @@ from dataclasses import replace
 from engine.pipeline import RestorePlan, RewriteResult
 from engine.restore.journal import transition
 from tenants.catalog import Catalog
+from tenants.catalog.engine.pins import release_pins
 from tenants.catalog.objects import live_cut_members, registered_keys, swap_cut_member
-from tenants.catalog.pins import release_pins
 from tenants.objectstore import ObjectStore
 from tenants.progress import step
 

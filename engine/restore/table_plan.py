@@ -20,8 +20,8 @@ from dataclasses import replace
 from engine.pipeline import RestorePlan, Scope
 from engine.restore.plan import plan_tables, rewrite_tasks
 from tenants.catalog import Catalog, Row, Tx
-from tenants.catalog.restore_plan import plan_table_rows
-from tenants.catalog.table_restore import (
+from tenants.catalog.engine.restore_plan import plan_table_rows
+from tenants.catalog.engine.table_restore import (
     last_dropped_table,
     live_tables_of_database,
 )

@@ -29,7 +29,7 @@ table restored from this one, says the object was there until ``now``.
 
 Base rows are written when a restore job starts, under the table id the
 install will create: the job's pin by time. GC keeps every object some
-unreleased base reaches (``tenants.catalog.gc``). Purging or releasing a table
+unreleased base reaches (``tenants.catalog.engine.gc``). Purging or releasing a table
 stamps its bases ``released_ts``; a job that installs nothing (cancelled, or
 logical) deletes them.
 """

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
-from tenants.catalog.engine_views import create_table_view, relation_name, sandboxed_connection
+from tenants.catalog.query_views import create_table_view, relation_name, sandboxed_connection
 from tenants.errors import InvalidArgument, MissingDependency
 from tenants.names import object_name
 from tenants.reads.arrow import Keys, Store, plan_arrow_read, plan_time
@@ -205,7 +205,7 @@ def duckdb_sql(
     resolved once, so two tables are never read at two times.
 
     The connection is, by default, a new one that can read only those views
-    (:func:`tenants.catalog.engine_views.sandboxed_connection`): no file, URL,
+    (:func:`tenants.catalog.query_views.sandboxed_connection`): no file, URL,
     extension or setting. A connection the caller passes stays the caller's:
     Rewind registers the views on it and changes none of its settings.
 

@@ -113,7 +113,7 @@ def activate_restored_tenant(
     was renamed or swapped meanwhile (another restore of the same backup).
 
     Run in the transaction that retires ``previous_holder_id`` and installs the
-    tenant's rows (tenants/catalog/install.py).
+    tenant's rows (tenants/catalog/engine/install.py).
     """
     return tx.execute(
         "UPDATE tenants SET state = 'active', created_ts = ?, last_change_ts = ?, "

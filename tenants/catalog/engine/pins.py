@@ -18,8 +18,8 @@ from typing import Any
 
 from tenants.catalog.base import Tx
 from tenants.catalog.bases import delete_uninstalled_bases, view_select
+from tenants.catalog.engine.table_restore import release_locks
 from tenants.catalog.objects import MEMBER_COLUMNS, RECORD_COLUMNS
-from tenants.catalog.table_restore import release_locks
 
 
 def pin_rewrites(tx: Tx, job_id: str, inputs: Sequence[tuple[str, str]]) -> None:
