@@ -549,6 +549,6 @@ def test_an_instant_restore_killed_at_any_step_is_live_once_installed_and_finish
 
 def test_the_model_kills_land_where_they_say() -> None:
     """Each kill's statement prefix is one the catalog layer really has."""
-    text = "".join(path.read_text() for path in Path(catalog.__file__).parent.glob("*.py"))
+    text = "".join(path.read_text() for path in Path(catalog.__file__).parent.rglob("*.py"))
     for prefix, _ in KILLS:
         assert prefix in text, prefix
