@@ -8,7 +8,7 @@ S, and it is restored as a clone (``verify="none"``) by:
 - ``local``: the thread-pool executor (4 threads);
 - ``local_spark``: the Spark executor on a ``local[2]`` session;
 - ``cluster``: the Spark executor on a real standalone cluster (one master,
-  one worker with 2 cores, tests/spark_cluster.py) whose executors run a
+  one worker with 2 cores, tests/helpers/spark_cluster.py) whose executors run a
   Python without Rewind (the package zip is shipped, as in production);
 - ``pyarrow``: a bare read → filter ``__ts <= S`` → sort (pk, ``__ts``) →
   zstd Parquet → put of the same objects, 4 threads, no Rewind bookkeeping.
@@ -318,7 +318,7 @@ def start_cluster_spark(workdir: Path) -> tuple[Any, Any, dict[str, float]]:
     from pyspark.sql import SparkSession
 
     from tenants.spark.session import get_spark, prepare
-    from tests.spark_cluster import start_cluster, worker_python
+    from tests.helpers.spark_cluster import start_cluster, worker_python
 
     aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     cluster, daemons_s = timed(

@@ -17,7 +17,6 @@ from typing import Any
 import boto3
 import pyarrow as pa
 import pytest
-from lock_helpers import write_lock_held
 
 import tenants.catalog.sqlite as sqlite_backend
 from engine.backup.api import backups, create_backup, delete_backup, restore_backup, show_backup
@@ -39,6 +38,7 @@ from tenants.objectstore import open_object_store
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
+from tests.helpers.locks import write_lock_held
 
 SCHEMA = TableSchema(
     (

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from benchmarks import plots
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
 

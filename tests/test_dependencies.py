@@ -17,8 +17,8 @@ import pytest
 
 from tenants.errors import MissingDependency
 from tenants.objectstore.embedded import start_embedded_s3
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 

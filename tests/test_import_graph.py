@@ -15,7 +15,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+
 TOP = ("engine", "tenants")
 
 

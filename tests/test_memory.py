@@ -1,6 +1,6 @@
 """Memory is a budget: streamed operations stay bounded whatever the object's size.
 
-Each operation runs in a fresh subprocess (tests/memory_job.py), on an object
+Each operation runs in a fresh subprocess (tests/helpers/memory_job.py), on an object
 large enough that holding it (as the code before streaming did: 480 MB of
 growth for a 43 MB object) would break the bound many times over. These tests
 assert memory, never time. The child gets production row-group and batch
@@ -28,9 +28,10 @@ from tenants.objects.writer import ObjectWriter
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS
+from tests.helpers.paths import HELPERS
 
 MB = 1_000_000
-JOB = Path(__file__).resolve().parent / "memory_job.py"
+JOB = HELPERS / "memory_job.py"
 PRODUCTION_ROW_GROUP = 128 * 1024
 
 

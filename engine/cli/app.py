@@ -124,7 +124,7 @@ def _quiet_stdout() -> None:
 def _report_bug(ctx: typer.Context, error: Exception) -> NoReturn:
     """An exception that is no :class:`RewindError` is a bug: say so in one line
     (one JSON object under ``--json``) and exit 1, the traceback only under
-    ``--verbose``. The CLI fuzz suite (tests/test_cli_fuzz.py) fails on any."""
+    ``--verbose``. The CLI fuzz suite (tests/engine/cli/test_cli_fuzz.py) fails on any."""
     if ctx.params.get("verbose"):
         render.print_traceback(error)
     first = (str(error).splitlines() or [""])[0]

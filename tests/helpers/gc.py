@@ -1,0 +1,279 @@
+"""Shared builders, observers and fault-injecting wrappers for the GC tests.
+
+The wrappers wrap the real backends (the S3 object store, the SQLite catalog,
+the boto3 client) and delegate everything they do not break, so GC runs its
+production code path up to the exact point where a fault is injected.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+
+from tenants.catalog import Catalog
+from tenants.catalog.base import wall_clock_us
+from tenants.objects.record import live_objects
+from tenants.objectstore import ObjectStore
+from tenants.store import TableStore
+from tenants.times import US
+from tests.helpers.restores import ObservedTx, SimulatedCrash, catalog_rows
+
+H = US["h"]
+M = US["m"]
+D = US["d"]
+GRACE = H  # the default grace of run_gc / collect
+RETENTION = 7 * D  # the default retention of a dropped tenant
+
+
+class Timeline:
+    """Freezes the catalog clock at ``base`` (the wall clock when created) + an offset.
+
+    The base is "now" so that S3's real last-modified times (which the orphan
+    sweep compares with the catalog clock) line up with catalog time.
+    """
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.base = wall_clock_us()
+        clock.fixed = self.base
+
+    def __call__(self, hours: float) -> int:
+        value = self.base + int(hours * H)
+        assert self.clock.fixed is None or value >= self.clock.fixed, "time only moves forward"
+        self.clock.fixed = value
+        return value
+
+    def set(self, us: int) -> int:
+        assert self.clock.fixed is None or us >= self.clock.fixed, "time only moves forward"
+        self.clock.fixed = us
+        return us
+
+
+# --- observing a store --------------------------------------------------------------------
+
+
+def bucket_listing(store: TableStore) -> set[str]:
+    """Every warehouse-relative key under ``tenants/`` (a real listing)."""
+    return {info.key for info in store.objects.list("tenants/")}
+
+
+def raw_bucket_keys(s3: Any, bucket: str) -> set[str]:
+    """Every key of the whole bucket, outside the warehouse too (plain boto3)."""
+    client = boto3.client("s3", **s3.settings.to_boto3())
+    keys: set[str] = set()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys |= {item["Key"] for item in page.get("Contents", [])}
+    return keys
+
+
+def put_raw(s3: Any, bucket: str, key: str, body: bytes = b"not ours") -> None:
+    boto3.client("s3", **s3.settings.to_boto3()).put_object(Bucket=bucket, Key=key, Body=body)
+
+
+def catalog_dump(store: TableStore) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every catalog table, sorted: "the catalog did not change" is equality."""
+    with store.catalog.snapshot() as tx:
+        names = store.catalog.dialect.table_names(tx)
+        return {
+            name: sorted((tuple(r.values()) for r in tx.all(f"SELECT * FROM {name}")), key=repr)
+            for name in names
+        }
+
+
+def object_rows(store: TableStore) -> dict[str, str]:
+    """Object id → key of every object row in the catalog."""
+    return {
+        r["id"]: r["object_key"] for r in catalog_rows(store, "SELECT id, object_key FROM objects")
+    }
+
+
+def dangling_keys(store: TableStore) -> set[str]:
+    """Keys the catalog records (objects or membership) that the bucket does not hold."""
+    return set(object_rows(store).values()) - bucket_listing(store)
+
+
+def live_member_keys(store: TableStore, *, active_only: bool = True) -> set[str]:
+    """Keys of objects a table of an (active) tenant holds, by its own live
+    membership or through a base (what the table reads)."""
+    sql = "SELECT t.id FROM tables t JOIN tenants n ON n.id = t.tenant_id"
+    if active_only:
+        sql += " WHERE n.state = 'active'"
+    with store.catalog.snapshot() as tx:
+        return {o.key for r in tx.all(sql) for o in live_objects(tx, r["id"])}
+
+
+def keys_of(store: TableStore, tenant: str) -> set[str]:
+    """Keys of the live member objects of one tenant's tables."""
+    return {o.key for _, o in store.objects_of(tenant)}
+
+
+def pending_rows(store: TableStore) -> list[dict[str, Any]]:
+    return catalog_rows(store, "SELECT * FROM gc_pending")
+
+
+def object_key_for(tenant_id: str, table_id: str, kind: str = "data") -> str:
+    """A fresh key in our object-key pattern (what a crashed write leaves behind)."""
+    return f"tenants/{tenant_id}/{table_id}/{kind}/{uuid.uuid4().hex}.parquet"
+
+
+# --- fault injection -----------------------------------------------------------------------
+
+
+class RecordingStore:
+    """The real object store; records delete_many calls, optionally crashing around them.
+
+    ``crash_before_delete``: the first delete_many raises before deleting anything.
+    ``crash_after_delete``: the first delete_many deletes, then raises.
+    ``crash_after_put``: every put uploads, then raises (a write that died after upload).
+    """
+
+    def __init__(
+        self,
+        inner: ObjectStore,
+        *,
+        crash_before_delete: bool = False,
+        crash_after_delete: bool = False,
+        crash_after_put: bool = False,
+    ) -> None:
+        self.inner = inner
+        self.warehouse = inner.warehouse
+        self.crash_before_delete = crash_before_delete
+        self.crash_after_delete = crash_after_delete
+        self.crash_after_put = crash_after_put
+        self.deletes: list[list[str]] = []
+        self.puts: list[str] = []
+
+    def put(self, key: str, data: bytes) -> None:
+        self.puts.append(key)
+        self.inner.put(key, data)
+        if self.crash_after_put:
+            raise SimulatedCrash(f"crash after uploading {key}")
+
+    def open_output(self, key: str) -> Any:
+        self.puts.append(key)
+        return _CrashAfterCommit(self.inner.open_output(key), key, self.crash_after_put)
+
+    def delete_many(self, keys: Iterable[str]) -> int:
+        batch = list(keys)
+        self.deletes.append(batch)
+        if self.crash_before_delete:
+            self.crash_before_delete = False
+            raise SimulatedCrash(f"crash before deleting {len(batch)} key(s)")
+        deleted = self.inner.delete_many(batch)
+        if self.crash_after_delete:
+            self.crash_after_delete = False
+            raise SimulatedCrash(f"crash after deleting {len(batch)} key(s)")
+        return deleted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _CrashAfterCommit:
+    """A streamed write that (if ``crash``) dies just after its object is published."""
+
+    def __init__(self, inner: Any, key: str, crash: bool) -> None:
+        self.inner, self.key, self.crash = inner, key, crash
+
+    def commit(self) -> None:
+        self.inner.commit()
+        if self.crash:
+            raise SimulatedCrash(f"crash after uploading {self.key}")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class CrashingCatalog:
+    """The real catalog; the first statement starting with ``fail_sql`` crashes its transaction.
+
+    The crash happens inside the transaction, so it rolls back, as if the
+    process died before the commit. Takes ``rollback=`` like the real catalog.
+    """
+
+    def __init__(self, inner: Catalog, fail_sql: str) -> None:
+        self.inner = inner
+        self.fail_sql = fail_sql
+        self.crashed = 0
+
+    def seen(self, sql: str) -> None:
+        if self.crashed == 0 and sql.lstrip().startswith(self.fail_sql):
+            self.crashed += 1
+            raise SimulatedCrash(f"crash inside the transaction running {self.fail_sql!r}")
+
+    @contextmanager
+    def transaction(self, *, rollback: bool = False) -> Iterator[Any]:
+        with self.inner.transaction(rollback=rollback) as tx:
+            yield ObservedTx(tx, self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class ScriptedDeleteClient:
+    """The real boto3 client whose ``delete_objects`` answers from a script first.
+
+    Each script entry is ``("raise", code)`` (the whole request fails with that
+    error code) or ``("per_key", code)`` (HTTP 200, but every key reports that
+    error code, as S3's DeleteObjects does); once the script is used up, or
+    ``forever`` repeats the last entry, calls go to the real client.
+    """
+
+    def __init__(self, inner: Any, script: list[tuple[str, str]], *, forever: bool = False) -> None:
+        self.inner = inner
+        self.script = list(script)
+        self.forever = forever
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != "delete_objects":
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            from botocore.exceptions import ClientError
+
+            self.calls += 1
+            if not self.script:
+                return attr(**kwargs)
+            how, code = self.script[0] if self.forever else self.script.pop(0)
+            if how == "raise":
+                raise ClientError(
+                    {
+                        "Error": {"Code": code, "Message": f"injected {code}"},
+                        "ResponseMetadata": {"HTTPStatusCode": 503 if code == "SlowDown" else 403},
+                    },
+                    "DeleteObjects",
+                )
+            return {
+                "Errors": [
+                    {"Key": o["Key"], "Code": code, "Message": f"injected {code}"}
+                    for o in kwargs["Delete"]["Objects"]
+                ],
+                "ResponseMetadata": {"HTTPStatusCode": 200},
+            }
+
+        return call
+
+
+class CountingClient:
+    """The real boto3 client, counting ``delete_objects`` requests and their sizes."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.batches: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != "delete_objects":
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            self.batches.append(len(kwargs["Delete"]["Objects"]))
+            return attr(**kwargs)
+
+        return call

@@ -1,0 +1,85 @@
+"""The restore path's catalog layer: SQL only under tenants/catalog/, hot queries on their indexes.
+
+The restore planner reads a table's members after S, and a job installed by an
+earlier Rewind copies its reused membership from its pins: on SQLite they stay
+fast only while they stay on ``membership_view``'s range and on the pins'
+primary key. These tests read SQLite's own query plan for the exact
+statements the catalog functions run, so a rewrite of the layer (another
+library, another dialect) that loses an index fails here, not in a benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from tenants.catalog import Tx
+from tenants.catalog.engine.install import install_reused_members
+from tenants.catalog.engine.restore_plan import members_after_tuples
+from tenants.store import TableStore
+from tests.helpers.item_rows import SCHEMA, rows
+
+
+class RecordingTx:
+    """A real transaction that records the statements it is handed instead of running them."""
+
+    def __init__(self, tx: Tx) -> None:
+        self.tx = tx
+        self.statements: list[tuple[str, tuple[Any, ...]]] = []
+
+    def _record(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        self.statements.append((sql, tuple(params)))
+        return []
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self._record(sql, params)
+        return 0
+
+    tuples = all = _record
+
+
+def query_plan(store: TableStore, run: Callable[[Any, str, int], object]) -> list[str]:
+    """SQLite's plan (one line per step) for every statement ``run(tx, table_id, ts)`` issues."""
+    store.create_tenant("acme")
+    table = store.create_table("acme", "db", "items", SCHEMA)
+    for i in range(3):
+        store.write("acme", "db", "items", upserts=rows((i, "x")))
+    with store.catalog.snapshot() as tx:
+        recording = RecordingTx(tx)
+        run(recording, table.id, tx.last_ts())
+        assert recording.statements
+        return [
+            str(step["detail"])
+            for sql, params in recording.statements
+            for step in tx.all(f"EXPLAIN QUERY PLAN {sql}", params)
+        ]
+
+
+JOB = "j" * 32
+
+
+@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
+def test_restore_planning_reads_only_the_members_after_s_through_one_index_range(
+    store: TableStore,
+) -> None:
+    plan = query_plan(store, lambda tx, table, ts: members_after_tuples(tx, table, ts))
+    assert any(
+        "COVERING INDEX membership_view (table_id=? AND removed_ts=? AND max_ts>?)" in step
+        for step in plan
+    ), plan
+    assert not any(step.startswith("SCAN") for step in plan), plan
+
+
+@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
+def test_an_earlier_jobs_install_joins_reused_objects_from_the_pins_primary_key(
+    store: TableStore,
+) -> None:
+    plan = query_plan(
+        store, lambda tx, table, ts: install_reused_members(tx, JOB, table, "n" * 32, ts)
+    )
+    assert any(
+        step.startswith("SEARCH p USING INDEX sqlite_autoindex_job_pins") for step in plan
+    ), plan
+    assert not any(step.startswith("SCAN") for step in plan), plan
