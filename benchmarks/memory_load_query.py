@@ -2,7 +2,7 @@
 
 ``load``: a CSV of ``--sizes`` MB (full: 5,000; quick: 200), ids shuffled so
 every chunk spans the whole key range, loaded by ``rewind load``'s path
-(``engine.cli.data_cmds.read_batches`` + ``TableStore.load``) against a bare
+(``tenants.load_files.read_batches`` + ``TableStore.load``) against a bare
 pyarrow streaming CSV → Parquet conversion of the same file.
 
 ``query``: a table of ``--sizes`` million rows (full: 100, i.e. 10^8; quick: 2)
@@ -59,7 +59,7 @@ def _open_store(args: dict[str, Any]) -> Any:
 
 
 def child_load_rewind(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-    from engine.cli.data_cmds import read_batches
+    from tenants.load_files import read_batches
 
     store = _open_store(args)
     target = _table_schema().arrow()

@@ -96,7 +96,7 @@ def compact(job: dict[str, object]) -> None:
 
 def load(job: dict[str, object]) -> None:
     """``rewind load``'s path: a CSV streamed into one commit."""
-    from engine.cli.data_cmds import read_batches
+    from tenants.load_files import read_batches
     from tenants.store import TableStore
 
     store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))

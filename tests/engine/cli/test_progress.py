@@ -23,9 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.backup.api import create_backup, restore_backup
-from engine.cli.data_cmds import read_batches
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
+from tenants.load_files import read_batches
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.progress import Share, watching
 from tenants.spark.logs import NOISE, java_options, show_spark_logs
@@ -156,7 +156,7 @@ def test_a_csv_load_counts_the_bytes_a_reading_ahead_thread_took_between_two_loo
     moves between any two looks at it. Each look must count exactly once (a load
     once ended short of its file's size whenever the position moved between the
     look that advanced the bar and the one that remembered where it stood)."""
-    import engine.cli.data_cmds as data_cmds
+    import tenants.load_files as load_files
 
     path = tmp_path / "rows.csv"
     path.write_text("id,name\n" + "".join(f"{i},x\n" for i in range(1000)))
@@ -185,8 +185,8 @@ def test_a_csv_load_counts_the_bytes_a_reading_ahead_thread_took_between_two_loo
             for i in range(5):
                 yield pa.record_batch({"id": [str(i)], "name": ["x"]}, schema=self.schema)
 
-    monkeypatch.setattr(data_cmds.pa, "input_stream", lambda where: AheadStream())
-    monkeypatch.setattr(data_cmds.pa_csv, "open_csv", lambda *a, **k: FiveBatches())
+    monkeypatch.setattr(load_files.pa, "input_stream", lambda where: AheadStream())
+    monkeypatch.setattr(load_files.pa_csv, "open_csv", lambda *a, **k: FiveBatches())
     seen = Recorded("loading", size)
     assert len(list(read_batches(path, schema, progress=seen))) == 5
     assert seen.done == size
