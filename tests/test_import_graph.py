@@ -12,6 +12,9 @@ annotations. Any cycle fails, naming the files that make it.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -142,3 +145,91 @@ def test_the_graph_sees_function_level_imports(tmp_path):
     )
     assert [name for name, _ in _imports(path)] == ["typing.TYPE_CHECKING", "b.y"]
     assert cycles({"p": {"q"}, "q": {"p"}, "r": {"p"}}) == [["p", "q"]]
+
+
+# --- the layout (docs/architecture.md, "Layout") ---------------------------------------------
+
+TOP_LEVEL_MODULES = 20
+"""At most so many modules directly in ``tenants/``: the rest sit in packages
+named for their concern (catalog, objectstore, objects, reads, timeline, spark)."""
+ENGINE_CATALOG = "tenants.catalog.engine"
+"""The catalog statements only the engine runs (its journal, pins, installs, staging, GC)."""
+
+
+def _catalog_imports() -> tuple[dict[str, list[str]], set[str]]:
+    """(catalog module -> where the engine imports it, catalog modules the store imports)."""
+    modules = _modules()
+    by_engine: dict[str, list[str]] = defaultdict(list)
+    by_store: set[str] = set()
+    for module, path in modules.items():
+        for name, line in _imports(path):
+            target = _resolve(name, modules)
+            if target is None or not target.startswith("tenants.catalog"):
+                continue
+            if module.startswith("engine."):
+                by_engine[target].append(f"{path.relative_to(ROOT)}:{line}")
+            elif not module.startswith(ENGINE_CATALOG):
+                by_store.add(target)
+    return by_engine, by_store
+
+
+def test_the_engine_reaches_the_stores_catalog_only_where_the_store_does():
+    """The engine's own statements sit in tenants.catalog.engine; any other catalog
+    module it imports is one the store itself uses (a shared concept, not a back door)."""
+    by_engine, by_store = _catalog_imports()
+    stray = {
+        target: where[:3]
+        for target, where in by_engine.items()
+        if not target.startswith(ENGINE_CATALOG) and target not in by_store
+    }
+    assert not stray, f"engine imports catalog modules the store does not use: {stray}"
+
+
+def test_the_store_never_imports_the_engines_catalog_statements():
+    modules = _modules()
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for module, path in modules.items()
+        if module.startswith("tenants") and not module.startswith(ENGINE_CATALOG)
+        for name, line in _imports(path)
+        if (_resolve(name, modules) or "").startswith(ENGINE_CATALOG)
+    ]
+    assert not found, found
+
+
+def test_tenants_keeps_a_small_top_level():
+    top = sorted(p.name for p in (ROOT / "tenants").glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MODULES, f"{len(top)} modules directly in tenants/: {top}"
+
+
+def test_no_file_is_imported_under_two_names():
+    """Every module of tenants, engine and the tests imported in one process: no
+    file may be loaded twice under two names (a helper reached both as ``oracle``
+    and ``tests.helpers.oracle`` is two modules with two copies of its state)."""
+    names = [
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for top in (*TOP, "tests")
+        for p in sorted((ROOT / top).rglob("*.py"))
+        if p.name != "__init__.py"
+    ]
+    script = (
+        "import importlib, sys, collections\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "seen = collections.defaultdict(list)\n"
+        "for name, module in list(sys.modules.items()):\n"
+        "    path = getattr(module, '__file__', None)\n"
+        "    if path and path.startswith(sys.argv[1]):\n"
+        "        seen[path].append(name)\n"
+        "print([sorted(n) for n in seen.values() if len(n) > 1])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]", done.stdout
