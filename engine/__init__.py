@@ -1,9 +1,76 @@
-"""Rewind's engine: backup and restore of tenants, and the ``rewind`` command line.
+"""Rewind's engine: backup and restore of the tenants of a :mod:`tenants` store,
+and the ``rewind`` command line.
 
-The tenant store it protects lives in :mod:`tenants`; everything here goes
-through its public API (:class:`tenants.store.TableStore`).
+The public API is what this package exports (``__all__``, listed in
+docs/api.md): ``from engine import restore_tenant, restore_table, run_gc``.
+A function that acts on a tenant takes the store first (``tenants.TableStore``),
+then the tenant, then what it acts on and the time (``tenants.AsOf``); one that
+acts on a backup destination takes its URI first. Options are keyword-only
+and safe by default.
+Every other module is internal and may move. Exports load on first use.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from tenants import allocator as _allocator  # first: before anything loads pyarrow
 
 del _allocator
+
+_EXPORTS = {
+    "restore_tenant": "engine.restore.job",
+    "resume_restore": "engine.restore.job",
+    "RestoreOutcome": "engine.restore.job",
+    "cancel_restore": "engine.restore.cancel",
+    "restore_table": "engine.restore.tables",
+    "restore_database": "engine.restore.tables",
+    "undrop_table": "engine.restore.tables",
+    "export_tables": "engine.export.api",
+    "ExportResult": "engine.export.result",
+    "create_backup": "engine.backup.api",
+    "restore_backup": "engine.backup.api",
+    "backups": "engine.backup.api",
+    "show_backup": "engine.backup.api",
+    "verify_backup": "engine.backup.api",
+    "delete_backup": "engine.backup.api",
+    "run_gc": "engine.gc.run",
+    "GcReport": "engine.gc.run",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Load an export's module when the name is first used (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr__
+    from engine.backup.api import backups as backups
+    from engine.backup.api import create_backup as create_backup
+    from engine.backup.api import delete_backup as delete_backup
+    from engine.backup.api import restore_backup as restore_backup
+    from engine.backup.api import show_backup as show_backup
+    from engine.backup.api import verify_backup as verify_backup
+    from engine.export.api import export_tables as export_tables
+    from engine.export.result import ExportResult as ExportResult
+    from engine.gc.run import GcReport as GcReport
+    from engine.gc.run import run_gc as run_gc
+    from engine.restore.cancel import cancel_restore as cancel_restore
+    from engine.restore.job import RestoreOutcome as RestoreOutcome
+    from engine.restore.job import restore_tenant as restore_tenant
+    from engine.restore.job import resume_restore as resume_restore
+    from engine.restore.tables import restore_database as restore_database
+    from engine.restore.tables import restore_table as restore_table
+    from engine.restore.tables import undrop_table as undrop_table

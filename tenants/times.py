@@ -36,6 +36,14 @@ from fractions import Fraction
 
 from tenants.errors import InvalidArgument
 
+AsOf = str | int
+"""How every public function names a time: a snapshot name (searched through
+the tenant's lineage), an ISO-8601 instant (naive means UTC), a ts in µs since
+the epoch, or a time relative to the catalog's clock (``now``, ``-1h``,
+``-PT15M``, ``PT15M``). ``now`` and ``PT15M`` name a snapshot instead when one
+of exactly that name exists (docs/decisions.md, "Naming a time"). The time
+must be protected (a snapshot or a PITR window covers it)."""
+
 US = {
     "us": 1,
     "ms": 1_000,

@@ -40,6 +40,7 @@ from tenants.names import tenant_name
 from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id
+from tenants.times import AsOf
 
 Kind = Literal["logical", "physical"]
 
@@ -60,13 +61,13 @@ class BackupResult:
 def create_backup(
     store: TableStore,
     tenant: str,
-    point: str | int,
+    as_of: AsOf,
     uri: str,
     *,
     kind: str = "physical",
     reader: str = "local",
 ) -> BackupResult:
-    """Back up ``tenant`` as of ``point`` to the destination at ``uri``: ``physical``
+    """Back up ``tenant`` as of ``as_of`` to the destination at ``uri``: ``physical``
     (its objects, incremental) or ``logical`` (a portable dump).
 
     Raises:
@@ -79,14 +80,14 @@ def create_backup(
     """
     if kind not in ("logical", "physical"):
         raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
-    store.resolve_time(tenant, point)  # unknown tenant or unprotected point: claim nothing
+    store.resolve_time(tenant, as_of)  # unknown tenant or unprotected point: claim nothing
     dest = open_destination(uri, create=True)
     backup_id = new_id()
     if kind == "logical":
         result = dump_tenant(
             store,
             tenant,
-            point,
+            as_of,
             dest,
             backup_root(backup_id),
             reader="spark" if reader == "spark" else "local",
@@ -104,7 +105,7 @@ def create_backup(
             result.manifest.rows,
             result.seconds,
         )
-    phys = create_physical(store, tenant, point, dest, backup_id)
+    phys = create_physical(store, tenant, as_of, dest, backup_id)
     return BackupResult(
         backup_id,
         kind,

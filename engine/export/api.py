@@ -23,14 +23,14 @@ from engine.logical.dump import DEFAULT_TARGET_BYTES
 from tenants.config import S3Settings, Warehouse
 from tenants.errors import InvalidArgument
 from tenants.store import TableStore
-from tenants.times import format_ts
+from tenants.times import AsOf, format_ts
 
 
 def export_tables(
     store: TableStore,
     tenant: str,
     tables: str | Sequence[str],
-    point: str | int,
+    as_of: AsOf,
     to: str,
     *,
     format: Format = "parquet",
@@ -42,7 +42,7 @@ def export_tables(
     s3: S3Settings | None = None,
     target_bytes: int = DEFAULT_TARGET_BYTES,
 ) -> ExportResult:
-    """Export ``tables`` of ``tenant`` as of ``point`` to ``to``.
+    """Export ``tables`` of ``tenant`` as of ``as_of`` to ``to``.
 
     Args:
         store: the Rewind store.
@@ -95,7 +95,7 @@ def export_tables(
     if format == "parquet" and (iceberg_catalog or namespace):
         raise InvalidArgument("--iceberg-catalog and --namespace are for --format iceberg")
     to = Warehouse.parse(to, what="export destination").uri  # a bare path: file://
-    plan = plan_export(store.catalog, tenant, tables, point)
+    plan = plan_export(store.catalog, tenant, tables, as_of)
     metadata_bytes = 0
     if format == "parquet":
         dest = open_target(to, s3, store.objects.warehouse, "export destination")

@@ -74,6 +74,7 @@ from tenants.errors import InvalidArgument, RewindError
 from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, tenant_by_id
+from tenants.times import AsOf
 
 log = logging.getLogger(__name__)
 # A busy source may change between planning and pinning; each try takes a fraction of a second.
@@ -130,7 +131,7 @@ class RestoreOutcome:
 def restore_tenant(
     store: TableStore,
     tenant: str,
-    point: str | int,
+    as_of: AsOf,
     *,
     to: str | None = None,
     executor: ExecutorName = "auto",
@@ -143,7 +144,7 @@ def restore_tenant(
     on_installed: OnInstalled | None = None,
     on_started: OnStarted | None = None,
 ) -> RestoreOutcome:
-    """Restore ``tenant`` to ``point`` (snapshot name, ISO instant or ts).
+    """Restore ``tenant`` to ``as_of`` (snapshot name, ISO instant or ts).
 
     ``instant``: install first, the straddlers held with a cut at S, so the
     tenant is usable before a byte is rewritten (``on_installed`` is told
@@ -166,7 +167,7 @@ def restore_tenant(
     """
     return run_restore(
         store,
-        lambda: plan_restore(store.catalog, tenant, point, to=to),
+        lambda: plan_restore(store.catalog, tenant, as_of, to=to),
         executor=executor,
         verify=verify,
         method=method,

@@ -13,13 +13,14 @@ from engine.pipeline import ExecutorName, VerifyLevel
 from engine.restore.job import OnInstalled, Progress, RestoreOutcome, run_restore
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
 from tenants.store import TableStore
+from tenants.times import AsOf
 
 
 def restore_table(
     store: TableStore,
     tenant: str,
     table: str,
-    point: str | int,
+    as_of: AsOf,
     *,
     to: str | None = None,
     to_tenant: str | None = None,
@@ -30,7 +31,7 @@ def restore_table(
     wait: bool = True,
     on_installed: OnInstalled | None = None,
 ) -> RestoreOutcome:
-    """Restore ``table`` (``DB.TABLE``) of ``tenant`` to ``point`` (snapshot name,
+    """Restore ``table`` (``DB.TABLE``) of ``tenant`` to ``as_of`` (snapshot name,
     time or ts): in place, the table's content and schema become what they
     were then and every other table keeps every write; ``to`` (``DB.NEW``)
     makes a new table beside it; ``to_tenant`` makes it in another tenant.
@@ -44,7 +45,7 @@ def restore_table(
     """
     return run_restore(
         store,
-        lambda: plan_table_restore(store.catalog, tenant, table, point, to=to, to_tenant=to_tenant),
+        lambda: plan_table_restore(store.catalog, tenant, table, as_of, to=to, to_tenant=to_tenant),
         executor=executor,
         verify=verify,
         method="physical",
@@ -59,7 +60,7 @@ def restore_database(
     store: TableStore,
     tenant: str,
     database: str,
-    point: str | int,
+    as_of: AsOf,
     *,
     to: str | None = None,
     to_tenant: str | None = None,
@@ -70,14 +71,14 @@ def restore_database(
     wait: bool = True,
     on_installed: OnInstalled | None = None,
 ) -> RestoreOutcome:
-    """Restore every table of ``database`` to ``point``, in one install: tables
+    """Restore every table of ``database`` to ``as_of``, in one install: tables
     created after it are dropped, tables dropped since come back. ``to`` and
     ``to_tenant``, ``instant``, ``wait`` and ``on_installed`` as for
     :func:`restore_table` (a new database)."""
     return run_restore(
         store,
         lambda: plan_database_restore(
-            store.catalog, tenant, database, point, to=to, to_tenant=to_tenant
+            store.catalog, tenant, database, as_of, to=to, to_tenant=to_tenant
         ),
         executor=executor,
         verify=verify,
