@@ -42,8 +42,9 @@ dist: $(STAMP)
 	$(VENV)/bin/rewind spark package --out dist
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check tenants engine tests benchmarks
-	$(VENV)/bin/mypy tenants engine
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy tenants engine tests
 
 clean:
 	rm -rf $(VENV) dist .rewind .rewind-demo .pytest_cache .hypothesis
