@@ -47,4 +47,4 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy tenants engine tests
 
 clean:
-	rm -rf $(VENV) dist .rewind .rewind-demo .pytest_cache .hypothesis
+	rm -rf $(VENV) dist build .rewind .rewind-demo .rewind-cluster catalog.db .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -1,6 +1,6 @@
 """Snapshots: creation cost as a tenant grows, and reads at a snapshot around full compaction.
 
-1. **Creation.** A snapshot is one catalog row (DESIGN.md, "Snapshots and
+1. **Creation.** A snapshot is one catalog row (docs/design.md, "Snapshots and
    PITR"), so creating one should cost the same for a tenant of 10 objects as
    for one of 100,000. The tenant is grown to each size by registering catalog
    rows directly (object records and memberships pointing at keys that were

@@ -1,4 +1,4 @@
-"""MVCC visibility at a time T, as DESIGN.md defines it.
+"""MVCC visibility at a time T, as docs/design.md defines it.
 
 For each key take every event at or before T: data versions and tombstones. A
 tombstone at d hides versions with ts < d; an update at t (tombstone and

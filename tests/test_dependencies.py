@@ -30,14 +30,14 @@ def test_moto_is_an_extra_not_a_core_dependency():
     assert "moto" not in _names(PROJECT["dependencies"])
     extras = PROJECT["optional-dependencies"]
     assert "moto" in _names(extras["local-s3"])
-    assert "rewind[local-s3]" in extras["dev"]
+    assert "rewind-tables[local-s3]" in extras["dev"]
     # The S3 backend and its server only, not moto[server]'s every AWS service.
     assert not any(r.startswith("moto[server") for r in extras["local-s3"])
 
 
 def test_a_local_s3_server_without_moto_names_the_extra(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "moto.server", None)  # import fails as if not installed
-    with pytest.raises(MissingDependency, match=r"pip install 'rewind\[local-s3\]'"):
+    with pytest.raises(MissingDependency, match=r"pip install 'rewind-tables\[local-s3\]'"):
         start_embedded_s3()
 
 

@@ -1,6 +1,6 @@
 """The Iceberg catalog an export commits to, opened through pyiceberg.
 
-pyiceberg is optional (``pip install 'rewind[iceberg]'``): it is imported
+pyiceberg is optional (``pip install 'rewind-tables[iceberg]'``): it is imported
 here, when an Iceberg export starts, never at import. A catalog is named by
 a URI (``sqlite:///path.db`` or ``postgresql://...``: pyiceberg's SQL catalog;
 ``http(s)://...``: a REST catalog) or by a name pyiceberg's own
@@ -25,7 +25,7 @@ from tenants.redaction import redact
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-INSTALL_HINT = "pip install 'rewind[iceberg]'"
+INSTALL_HINT = "pip install 'rewind-tables[iceberg]'"
 DEFAULT_NAME = "default"
 """The catalog's name for a URI: pyiceberg's default (``load_catalog()``), so a
 reader that opens the same URI without naming one sees the same tables (the

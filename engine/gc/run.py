@@ -8,7 +8,7 @@ this run to collect, and a failed collection leaves the catalog as it was),
 the orphan sweep last. Destructive by request only: ``dry_run`` defaults to True, and a grace
 shorter than an hour needs ``allow_short_grace``, as delta-rs's vacuum does.
 Unknown keys (orphans), temp files and incomplete uploads wait 24 h by
-default, as DESIGN.md says, measured by their real age.
+default, as docs/design.md says, measured by their real age.
 
 Before anything is collected GC checks that the warehouse is this catalog's
 (its owner marker) and reads which tenant ids this catalog minted; it deletes

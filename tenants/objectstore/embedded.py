@@ -66,7 +66,7 @@ def start_embedded_s3(port: int | None = None) -> EmbeddedS3:
     except ImportError as error:
         raise MissingDependency(
             f"a local S3 server needs moto ({error.name or 'moto'} is not installed): "
-            "pip install 'rewind[local-s3]'"
+            "pip install 'rewind-tables[local-s3]'"
         ) from None
 
     # werkzeug logs every request at INFO; a demo or a test run does not want that.

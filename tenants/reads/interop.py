@@ -7,7 +7,7 @@ LazyFrame can be queried again and again and always shows the same rows;
 a plain ``RecordBatchReader`` handed to them would be drained by the first
 query and read as empty by the next, without an error.
 
-duckdb and polars are optional (``pip install 'rewind[engines]'``): they are
+duckdb and polars are optional (``pip install 'rewind-tables[engines]'``): they are
 imported when a function here is called, never at import.
 """
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["check_query", "duckdb_sql", "sandboxed_duckdb", "sql_tables", "to_duckdb", "to_polars"]
 
-INSTALL_HINT = "pip install 'rewind[engines]'"
+INSTALL_HINT = "pip install 'rewind-tables[engines]'"
 
 
 def to_duckdb(

@@ -146,6 +146,21 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert pointer["snapshot"] == "mon" and pointer["tables"]["shop.orders"]["rows"] == len(loaded)
 
 
+def test_every_shell_block_of_the_readme_pastes_into_zsh() -> None:
+    """zsh takes ``#`` after a command as arguments unless ``interactive_comments``
+    is set: no command line of a README shell block carries a trailing comment."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.DOTALL)
+    assert blocks
+    trailing = [
+        line
+        for block in blocks
+        for line in block.splitlines()
+        if not line.lstrip().startswith("#") and re.search(r"\s#\s", line)
+    ]
+    assert trailing == []
+
+
 def test_the_tours_sample_files_match_its_table() -> None:
     """``orders.csv`` has the tour's columns; ``oops.csv`` only the key, of rows
     that are there."""

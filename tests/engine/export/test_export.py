@@ -681,7 +681,7 @@ def test_an_iceberg_export_without_pyiceberg_names_the_extra_before_anything_is_
     compacted(store)
     for module in ("pyiceberg", "pyiceberg.catalog"):
         monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
-    with pytest.raises(MissingDependency, match=r"pip install 'rewind\[iceberg\]'"):
+    with pytest.raises(MissingDependency, match=r"pip install 'rewind-tables\[iceberg\]'"):
         export_tables(
             store, "acme", "shop.orders", "mon", lake, format="iceberg", iceberg_catalog="sqlite://"
         )

@@ -351,7 +351,7 @@ def test_a_missing_engine_says_how_to_install_it(
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
     with pytest.raises(
-        MissingDependency, match=rf"needs {module}: pip install 'rewind\[engines\]'"
+        MissingDependency, match=rf"needs {module}: pip install 'rewind-tables\[engines\]'"
     ):
         call(store, "acme", "shop.orders")
 
