@@ -80,7 +80,7 @@ NAME = "bench_cluster"
 DATABASE = "db"
 SNAPSHOT = "s"
 BYTES_PER_ROW = 27  # Parquet+zstd bytes of a make_rows row (bench_restore)
-EXECUTORS = ("local", "local_spark", "cluster")
+EXECUTOR_NAMES = ("local", "local_spark", "cluster")
 TABLE_BYTES = 96 * MB  # per table before compaction: bounds compaction's memory
 OBJECT_BYTES = 48 * MB  # compaction target: straddling objects of at most ~48 MB
 BATCHES = 8
@@ -387,7 +387,7 @@ def crossover(cases: list[dict[str, Any]], start: dict[str, dict[str, float]]) -
     if len(xs) < 2:
         return {"why": "needs two sizes"}
     fits: dict[str, dict[str, Any]] = {}
-    for name in (*EXECUTORS, "pyarrow"):
+    for name in (*EXECUTOR_NAMES, "pyarrow"):
         ys = [c["runs"][name]["rewrite_s"] for c in cases if name in c["runs"]]
         if len(ys) == len(xs):
             a, b = _fit(xs, ys)
@@ -613,7 +613,7 @@ def print_report(payload: dict[str, Any]) -> None:
             ratio("local_spark", "local"),
             ratio("cluster", "local"),
             ratio("local", "pyarrow"),
-            "/".join(cell(n, "restore_s", ".1f") for n in EXECUTORS),
+            "/".join(cell(n, "restore_s", ".1f") for n in EXECUTOR_NAMES),
             f"{max(x['self_peak_mb'] for x in r.values()):,.0f}/"
             f"{max(x['tree_peak_mb'] for x in r.values()):,.0f}",
         )

@@ -34,7 +34,7 @@ Scope = Literal["tenant", "database", "table"]
 ACTIONS: tuple[Action, ...] = ("reuse", "rewrite", "skip")
 
 ExecutorName = Literal["local", "spark", "auto"]
-EXECUTORS: tuple[ExecutorName, ...] = ("local", "spark", "auto")
+EXECUTOR_NAMES: tuple[ExecutorName, ...] = ("local", "spark", "auto")
 VerifyLevel = Literal["none", "objects", "full"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
 Method = Literal["physical", "logical", "auto"]
@@ -45,9 +45,9 @@ def check_executor(name: str) -> ExecutorName:
     """``name`` as an executor choice.
 
     Raises:
-        InvalidArgument: not one of ``EXECUTORS``.
+        InvalidArgument: not one of ``EXECUTOR_NAMES``.
     """
-    if name not in EXECUTORS:
+    if name not in EXECUTOR_NAMES:
         raise InvalidArgument(f"unknown executor {name!r}: use local, spark or auto")
     return name  # type: ignore[return-value]
 
@@ -378,7 +378,7 @@ class ExecutorChoice:
 class Executors(Protocol):
     """How the restore job gets its executor: decided from the work, then built.
 
-    ``engine.executors.EXECUTORS_FACTORY`` is the one the CLI and the job entry
+    ``engine.executors.DEFAULT_EXECUTORS`` is the one the CLI and the job entry
     point pass; a test may pass its own (a faulty executor, say)."""
 
     def decide(self, name: str, rewrite_bytes: int) -> ExecutorChoice: ...

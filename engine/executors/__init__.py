@@ -1,6 +1,6 @@
 """Rewrite executors: one interface, a local and a Spark backend, and ``auto``."""
 
-from engine.executors.base import EXECUTORS_FACTORY, choose_executor
+from engine.executors.base import DEFAULT_EXECUTORS, choose_executor
 from engine.pipeline import RewriteExecutor
 
-__all__ = ["EXECUTORS_FACTORY", "RewriteExecutor", "choose_executor"]
+__all__ = ["DEFAULT_EXECUTORS", "RewriteExecutor", "choose_executor"]

@@ -73,4 +73,4 @@ class DefaultExecutors:
         return executor_for(choice)
 
 
-EXECUTORS_FACTORY = DefaultExecutors()
+DEFAULT_EXECUTORS = DefaultExecutors()

@@ -1,7 +1,7 @@
 """Keep inheritance shallow: flatten the deepest level of a table's chain.
 
 A restored table reads its own rows plus one range per base it inherits
-(``tenants.catalog.bases``); each restore from a table that has its own rows
+(``tenants.catalog.inherited``); each restore from a table that has its own rows
 adds a level. GC bounds that: while a table's chain is deeper than
 ``MAX_DEPTH``, or its deepest level holds nothing any more (a full compaction
 of the table shadowed all of it), the deepest level's members are copied into
@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 
 from tenants.catalog import Catalog
-from tenants.catalog.bases import flatten_deepest, inheriting_tables, level_is_empty, levels
+from tenants.catalog.inherited import flatten_deepest, inheriting_tables, level_is_empty, levels
 
 log = logging.getLogger(__name__)
 

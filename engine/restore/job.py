@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from engine.executors import EXECUTORS_FACTORY
+from engine.executors import DEFAULT_EXECUTORS
 from engine.logical.runner import ensure_dump, reload_as_restore
 from engine.pipeline import (
     ExecutorName,
@@ -138,7 +138,7 @@ def restore_tenant(
     verify: VerifyLevel = "objects",
     method: Method = "auto",
     progress: Progress | None = None,
-    executors: Executors = EXECUTORS_FACTORY,
+    executors: Executors = DEFAULT_EXECUTORS,
     instant: bool = False,
     wait: bool = True,
     on_installed: OnInstalled | None = None,
@@ -188,7 +188,7 @@ def run_restore(
     verify: VerifyLevel = "objects",
     method: Method = "auto",
     progress: Progress | None = None,
-    executors: Executors = EXECUTORS_FACTORY,
+    executors: Executors = DEFAULT_EXECUTORS,
     instant: bool = False,
     wait: bool = True,
     on_installed: OnInstalled | None = None,
@@ -275,7 +275,7 @@ def resume_restore(
     job_id: str,
     *,
     progress: Progress | None = None,
-    executors: Executors = EXECUTORS_FACTORY,
+    executors: Executors = DEFAULT_EXECUTORS,
 ) -> RestoreOutcome:
     """Finish an interrupted or failed job, from its journal.
 

@@ -5,7 +5,7 @@ The objects it reuses are named here:
 
 - ``pin_plan`` pins them by time in the transaction that starts the job: each
   table the install will create inherits its source table as read at the
-  plan's snapshot (``tenants.catalog.bases``), a few rows however many objects
+  plan's snapshot (``tenants.catalog.inherited``), a few rows however many objects
   the table has, and the straddlers get one pin each. If GC decided to delete
   objects after the plan read the catalog, it may have taken one the plan
   counted: the job is not started and the caller plans again.
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from engine.pipeline import Action, RestorePlan, classify
 from tenants.catalog import Tx
-from tenants.catalog.bases import insert_job_bases
 from tenants.catalog.engine.gc import gc_decided_since
 from tenants.catalog.engine.pins import (
     has_legacy_pins,
@@ -33,6 +32,7 @@ from tenants.catalog.engine.pins import (
     pinned_member_tuples,
 )
 from tenants.catalog.engine.restore_plan import members_at_tuples
+from tenants.catalog.inherited import insert_job_bases
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.objects.record import ObjectRecord, record_from_tuple
 

@@ -4,7 +4,7 @@ An ``objects`` row describes one object (``tenants.objects.record.ObjectRecord``
 ``membership`` row says a table held it from ``added_ts`` until ``removed_ts``
 (``NULL`` while live). Rows are never updated except to end a membership, so
 a reader at any ts sees the members of that ts. A restored table also holds
-what it inherits (``tenants.catalog.bases``): every read of "a table's
+what it inherits (``tenants.catalog.inherited``): every read of "a table's
 members" here goes through its levels.
 
 Reads return positional tuples in ``RECORD_COLUMNS`` order, not dicts: the
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import shadow_members, view_select
+from tenants.catalog.inherited import shadow_members, view_select
 from tenants.catalog.totals import add_totals, subtract_objects
 from tenants.errors import NotFound
 
@@ -34,7 +34,7 @@ RECORD_COLUMNS = (
 )
 
 # A member's columns: the object's, then its membership's cut (NULL when the table
-# holds every row of the object; tenants.catalog.bases).
+# holds every row of the object; tenants.catalog.inherited).
 MEMBER_COLUMNS = f"{RECORD_COLUMNS}, m.cut_ts"
 
 OBJECT_COLUMNS = (
@@ -102,7 +102,7 @@ def add_member(tx: Tx, table_id: str, object_id: str, ts: int) -> None:
 
 def remove_members(tx: Tx, table_id: str, object_ids: Sequence[str], ts: int) -> int:
     """Mark members removed at ``ts``; only those still live count. An inherited
-    member is ended by a shadow row (``tenants.catalog.bases.shadow_members``).
+    member is ended by a shadow row (``tenants.catalog.inherited.shadow_members``).
 
     The caller compares the count with ``len(object_ids)``: fewer means another
     writer removed some first (compare-and-set on membership).

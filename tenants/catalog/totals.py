@@ -1,7 +1,7 @@
 """Member totals: how many objects and bytes each table holds, per kind and schema.
 
 ``member_totals`` counts a table's view (its own live members and what it
-inherits, ``tenants.catalog.bases``) per (kind, schema fingerprint). Every
+inherits, ``tenants.catalog.inherited``) per (kind, schema fingerprint). Every
 statement that changes a view keeps it: a member added or ended, a shadow, a
 restored table's inherited share (from its plan), a purge or release. A
 restore plan then reads the totals and only the members after S, never every
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tenants.catalog.base import Tx
-from tenants.catalog.bases import chunked, view_select
+from tenants.catalog.inherited import chunked, view_select
 
 Group = tuple[str, str]  # (kind, fingerprint)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import OWN_MEMBERS, release_bases_of_tables, view_select
 from tenants.catalog.commits import forget_commits
+from tenants.catalog.inherited import OWN_MEMBERS, release_bases_of_tables, view_select
 from tenants.catalog.totals import drop_totals
 
 # SQLite's default limit on bound parameters is 999: forget collected objects in chunks.
@@ -27,7 +27,7 @@ _CHUNK = 500
 # A candidate's reach through a base: a row of the base's table live at the base ts,
 # rows within the cut (the row's max_ts: a member held with a cut of its own
 # counts only up to it), and no row for the object in the inheriting table or in a
-# shallower level's table (those hide it: tenants.catalog.bases).
+# shallower level's table (those hide it: tenants.catalog.inherited).
 _REACH = (
     "SELECT c.id, b.released_ts FROM cand c "
     "JOIN membership a ON a.object_id = c.id "

@@ -4,7 +4,7 @@ All of them run in one write transaction (``engine.restore.install``), which
 also retires the replaced tenant, moves the job to ``done`` and releases its
 pins: before its commit no reader sees any of the new rows, after it all.
 Reused objects are not written: the new tables inherit them through the bases
-the job wrote when it started (``tenants.catalog.bases``), and their member
+the job wrote when it started (``tenants.catalog.inherited``), and their member
 totals come from the plan.
 
 Also here: the tenant rows a restore reads back to tell whether a job

@@ -1,7 +1,7 @@
 """Job pins: what a restore job reads or installs, held against GC.
 
 A job pins the source by time: when it starts it writes, per source table, the
-bases the table it installs will inherit (``tenants.catalog.bases``): a
+bases the table it installs will inherit (``tenants.catalog.inherited``): a
 constant number of rows, however many objects they reach. Only the objects it
 rewrites (which straddle S, so no base reaches them) get a ``job_pins`` row,
 naming job, source table, object and action ``rewrite``. Jobs started before
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenants.catalog.base import Tx
-from tenants.catalog.bases import delete_uninstalled_bases, view_select
 from tenants.catalog.engine.table_restore import release_locks
+from tenants.catalog.inherited import delete_uninstalled_bases, view_select
 from tenants.catalog.objects import MEMBER_COLUMNS, RECORD_COLUMNS
 
 

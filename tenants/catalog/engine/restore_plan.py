@@ -4,7 +4,7 @@ Planning is read-only: every function here runs in the planner's snapshot (or
 the write transaction that starts a job), so all of them see one state of the
 catalog. A table of 10^6 members is planned without reading them: its
 ``member_totals`` give what it holds, and only the members after S (one
-``membership_view`` range per part of its view, ``tenants.catalog.bases``)
+``membership_view`` range per part of its view, ``tenants.catalog.inherited``)
 are read, to be rewritten or skipped.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import chunked, view_select, views_select
+from tenants.catalog.inherited import chunked, view_select, views_select
 from tenants.catalog.objects import MEMBER_COLUMNS
 
 

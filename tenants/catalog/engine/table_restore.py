@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
-from tenants.catalog.bases import chunked
+from tenants.catalog.inherited import chunked
 from tenants.errors import AlreadyExists, ConcurrentModification
 
 _LIVE_TABLES_OF_DATABASE = (

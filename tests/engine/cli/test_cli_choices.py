@@ -18,7 +18,7 @@ from typer.testing import CliRunner, Result
 
 from engine.backup.api import Kind
 from engine.cli.app import app
-from engine.pipeline import EXECUTORS, METHODS, VERIFY_LEVELS
+from engine.pipeline import EXECUTOR_NAMES, METHODS, VERIFY_LEVELS
 from tenants.objectstore.embedded import EmbeddedS3
 from tests.helpers.cli import as_json, catalog_and_bucket, items_tenant, ok
 
@@ -33,7 +33,7 @@ def choices(words: tuple[str, ...]) -> str:
     return "<" + "|".join(words) + ">"
 
 
-EXECUTOR = choices(EXECUTORS)
+EXECUTOR = choices(EXECUTOR_NAMES)
 VERIFY = choices(VERIFY_LEVELS)
 METHOD = choices(METHODS)
 BACKUP_KIND = choices(("logical", "physical"))

@@ -432,11 +432,11 @@ def test_a_flipped_default_restores_instantly_unless_logical(
 def test_the_spark_submit_job_takes_instant(
     uris: tuple[str, str], rewind: Rewind, straddling: dict[str, list[dict[str, Any]]]
 ) -> None:
-    """engine/jobs/restore_tenant.py runs the CLI's restore-tenant: its flags too."""
+    """engine/submit/restore_tenant.py runs the CLI's restore-tenant: its flags too."""
     catalog, warehouse = uris
     done = subprocess.run(
         [
-            sys.executable, "-m", "engine.jobs.restore_tenant", "acme", "--snapshot", "mon",
+            sys.executable, "-m", "engine.submit.restore_tenant", "acme", "--snapshot", "mon",
             "--to", "copy", "--instant", "--executor", "local",
             "--catalog", catalog, "--warehouse", warehouse,
         ],

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engine.executors import EXECUTORS_FACTORY
+from engine.executors import DEFAULT_EXECUTORS
 from engine.pipeline import (
     ExecutorChoice,
     OnResult,
@@ -52,10 +52,10 @@ class HookedExecutors:
         self.hook = hook
 
     def decide(self, name: str, rewrite_bytes: int) -> ExecutorChoice:
-        return EXECUTORS_FACTORY.decide(name, rewrite_bytes)
+        return DEFAULT_EXECUTORS.decide(name, rewrite_bytes)
 
     def build(self, choice: ExecutorChoice) -> RewriteExecutor:
-        return _BeforeRewrite(EXECUTORS_FACTORY.build(choice), self.hook)
+        return _BeforeRewrite(DEFAULT_EXECUTORS.build(choice), self.hook)
 
 
 @pytest.fixture

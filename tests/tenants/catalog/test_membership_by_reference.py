@@ -1,4 +1,4 @@
-"""A restored table inherits its source's objects by reference (tenants/catalog/bases.py).
+"""A restored table inherits its source's objects by reference (tenants/catalog/inherited.py).
 
 A metadata-only restore writes a constant number of catalog rows per table,
 however many objects the tenant holds; the inherited view stays isolated from
@@ -17,7 +17,7 @@ from engine.gc.flatten import MAX_DEPTH
 from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
-from tenants.catalog.bases import flatten_deepest, levels, member_sources
+from tenants.catalog.inherited import flatten_deepest, levels, member_sources
 from tenants.catalog.totals import counted, totals_of
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.store import TableStore

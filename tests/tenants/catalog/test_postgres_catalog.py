@@ -218,7 +218,7 @@ def test_a_lost_connection_is_one_clear_error_and_the_next_command_reconnects(
 def test_the_spark_submit_job_restores_on_a_postgres_catalog(
     pg_store: TableStore, pg_uri: str, bucket: str, s3_server: EmbeddedS3
 ) -> None:
-    """``spark-submit engine/jobs/restore_tenant.py --catalog postgresql://...``: the
+    """``spark-submit engine/submit/restore_tenant.py --catalog postgresql://...``: the
     batch job takes a PostgreSQL URI like every other entry point (a real
     spark-submit from the installed pyspark, local master, Spark executor)."""
     import subprocess
@@ -242,7 +242,7 @@ def test_the_spark_submit_job_restores_on_a_postgres_catalog(
         "PYTHONPATH": str(root),
     }
     done = subprocess.run(
-        [str(submit), "--master", "local[1]", str(root / "engine/jobs/restore_tenant.py"),
+        [str(submit), "--master", "local[1]", str(root / "engine/submit/restore_tenant.py"),
          "--catalog", pg_uri, "--warehouse", f"s3://{bucket}/warehouse", "--json",
          "acme", "--snapshot", "mon", "--to", "acme_copy", "--executor", "spark"],
         capture_output=True, text=True, env=env, timeout=600,

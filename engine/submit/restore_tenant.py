@@ -1,9 +1,9 @@
 """spark-submit entry point for the restore-tenant batch job.
 
-    spark-submit --master spark://... engine/jobs/restore_tenant.py \\
+    spark-submit --master spark://... engine/submit/restore_tenant.py \\
         --catalog sqlite:///... --warehouse s3://bucket/prefix acme --snapshot mon
-    python -m engine.jobs.restore_tenant acme --snapshot mon --to acme_copy
-    python -m engine.jobs.restore_tenant acme --snapshot mon --instant --yes
+    python -m engine.submit.restore_tenant acme --snapshot mon --to acme_copy
+    python -m engine.submit.restore_tenant acme --snapshot mon --instant --yes
 
 Runs exactly the CLI's ``restore-tenant`` command (same options, same errors,
 same exit codes; an in-place restore, without ``--to``, needs ``--yes``, as
