@@ -41,7 +41,7 @@ from tenants.tenancy import (
     undrop_tenant,
 )
 from tenants.tenancy import create_tenant as _create_tenant
-from tenants.timeline.lineage import resolve_point
+from tenants.timeline.lineage import resolve_time
 from tenants.timeline.pitr import PitrWindow, get_pitr, set_pitr
 from tenants.timeline.protection import Protection, protection, wall_now
 from tenants.timeline.schedules import Schedule, TickResult, get_schedule, set_schedule, tick
@@ -182,7 +182,7 @@ class TableStore:
             tenant_rec = find_tenant(tx, tenant)
             if as_of is None:
                 return tables_at(tx, tenant_rec, tx.last_ts())
-            holder, ts, _ = resolve_point(tx, tenant_rec, as_of)
+            holder, ts, _ = resolve_time(tx, tenant_rec, as_of)
             return tables_at(tx, holder, ts)
 
     def undrop_tenant(self, ref: str, new_name: str | None = None) -> TenantRecord:
@@ -192,9 +192,9 @@ class TableStore:
     def resolve_time(self, tenant: str, as_of: int | str) -> int:
         """A snapshot name, ISO instant, ts or relative time (``now``, ``-1h``,
         ``PT15M``, counted back from the catalog clock) as a protected ts of the
-        name's lineage (tenants.timeline.lineage.resolve_point)."""
+        name's lineage (tenants.timeline.lineage.resolve_time)."""
         with self.catalog.snapshot() as tx:
-            return resolve_point(tx, find_tenant(tx, tenant), as_of)[1]
+            return resolve_time(tx, find_tenant(tx, tenant), as_of)[1]
 
     # snapshots and PITR
     def create_snapshot(

@@ -23,7 +23,7 @@ from engine.logical.reload import discard_staging
 from engine.materialise import materialise_tenant
 from engine.pipeline import RestorePlan
 from engine.restore.members import ObjectAction, live_members
-from engine.restore.plan import plan_in
+from engine.restore.plan import plan_backup
 from tenants.catalog import Tx
 from tenants.catalog.engine.staging import (
     activate_restored_tenant,
@@ -39,6 +39,7 @@ from tenants.objectstore import ObjectStore
 from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, tenant_by_id
+from tenants.times import AsOf
 
 FORMAT = "rewind-backup"
 FORMAT_VERSION = 2  # 2: each stored object names its table; plans are set-based
@@ -62,9 +63,9 @@ def _stored_path(object_id: str) -> str:
 
 
 def create_physical(
-    store: TableStore, tenant: str, point: str | int, dest: ObjectStore, backup_id: str
+    store: TableStore, tenant: str, as_of: AsOf, dest: ObjectStore, backup_id: str
 ) -> PhysicalResult:
-    """Copy ``tenant``'s objects as of ``point`` to ``dest`` (straddlers rewritten at S),
+    """Copy ``tenant``'s objects as of ``as_of`` to ``dest`` (straddlers rewritten at S),
     then write the manifest.
 
     Raises:
@@ -74,7 +75,7 @@ def create_physical(
     """
     started = time.perf_counter()
     with store.catalog.snapshot() as tx:
-        plan = plan_in(tx, tenant, point, check_target=False)
+        plan = plan_backup(tx, tenant, as_of)
         members = live_members(tx, plan)
     present = {info.key: info.size for info in dest.list("objects/")}
     # Written first: a crash before the manifest leaves a listed, deletable, incomplete backup.

@@ -120,7 +120,7 @@ def instant_arg(option: str, text: str) -> int | str:
     relative one (``now``, ``-1h``, ``PT15M``) needs the catalog's clock, so it
     is returned as text that starts with ``-`` (``now`` → ``-0s``, ``PT15M`` →
     ``-PT15M``): every API taking ``str | int`` reads that as a time, never as a
-    snapshot, and pins it when it opens the catalog (tenants.timeline.lineage.resolve_point,
+    snapshot, and pins it when it opens the catalog (tenants.timeline.lineage.resolve_time,
     TableStore.create_snapshot). A bare word is refused rather than looked up
     as a snapshot of that name.
     """

@@ -20,7 +20,7 @@ from engine.cli import render
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.render_layout import local_time, wrapping
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
-from tenants.timeline.lineage import resolve_point
+from tenants.timeline.lineage import resolve_time
 from tenants.timeline.snapshots import snapshot_name
 from tenants.times import format_ts, parse_time, starts_time, time_word
 
@@ -123,7 +123,7 @@ def ddl(
         if as_of is None:
             ts = tx.last_ts()
         else:
-            holder, ts, _ = resolve_point(tx, holder, as_of)
+            holder, ts, _ = resolve_time(tx, holder, as_of)
         tables = tables_at(tx, holder, ts)
     if state.json:
         render.emit_json(ddl_json(tenant, holder, ts, tables))

@@ -1,6 +1,6 @@
 """Tables at a snapshot, out of Rewind: plain Parquet or Iceberg (docs/engines.md, "Export").
 
-``export_tables(store, tenant, tables, point, to, format=...)`` →
+``export_tables(store, tenant, tables, as_of, to, format=...)`` →
 :class:`ExportResult`. The Parquet format writes the visible rows as plain
 files and a manifest, published by a pointer (engine.export.parquet); the
 Iceberg format commits one Iceberg snapshot per export, copying the objects

@@ -50,7 +50,7 @@ def export_tables(
             tenant that held the name then.
         tables: ``"db.table"``, ``"db.*"`` (a database), ``"*"`` (every table at
             the time), or a list of them.
-        point: a snapshot name or a protected time (an ISO-8601 instant, a ts in
+        as_of: a snapshot name or a protected time (an ISO-8601 instant, a ts in
             µs, ``now``, ``-1h``), as for a restore or a dump.
         to: ``s3://bucket/prefix`` or ``file:///path``. Parquet: the export's
             root (docs/engines.md, "Export"). Iceberg: where new tables go,

@@ -20,8 +20,8 @@ from tenants.errors import InvalidArgument, NotFound
 from tenants.names import did_you_mean, object_name, qualified_table
 from tenants.reads.visible import ReadPlan, read_plan_in
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, parse_tenant_ref, tables_at
-from tenants.timeline.lineage import resolve_point
-from tenants.times import format_ts
+from tenants.timeline.lineage import resolve_time
+from tenants.times import AsOf, format_ts
 
 Format = Literal["parquet", "iceberg"]
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -126,7 +126,7 @@ class ExportPlan:
 
 
 def plan_export(
-    catalog: Catalog, tenant: str, tables: str | Sequence[str], point: str | int
+    catalog: Catalog, tenant: str, tables: str | Sequence[str], as_of: AsOf
 ) -> ExportPlan:
     """Resolve the tenant, the time and the tables, in one catalog transaction.
 
@@ -138,7 +138,7 @@ def plan_export(
     parse_tenant_ref(tenant)
     scope = Scope.parse(tables)
     with catalog.snapshot() as tx:
-        holder, at_ts, label = resolve_point(tx, find_tenant(tx, tenant), point)
+        holder, at_ts, label = resolve_time(tx, find_tenant(tx, tenant), as_of)
         picked = scope.pick(tables_at(tx, holder, at_ts), tenant, at_ts)
         reads = tuple(read_plan_in(tx, holder, t.database, t.name, at_ts) for t in picked)
     return ExportPlan(tenant, holder, at_ts, label, reads, new_export_id())

@@ -41,7 +41,8 @@ from tenants.progress import Share, Step, step
 from tenants.reads.visible import ReadPlan, plan_read, stream_visible
 from tenants.store import TableStore
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, new_id, tables_at
-from tenants.timeline.lineage import resolve_point
+from tenants.timeline.lineage import resolve_time
+from tenants.times import AsOf
 
 Reader = Literal["local", "spark"]
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
@@ -238,7 +239,7 @@ def _dump_table_by_executors(
 def dump_tenant(
     store: TableStore,
     tenant: str,
-    point: str | int,
+    as_of: AsOf,
     dest: ObjectStore,
     root: str,
     *,
@@ -246,9 +247,9 @@ def dump_tenant(
     target_bytes: int = DEFAULT_TARGET_BYTES,
     dump_id: str | None = None,
 ) -> DumpResult:
-    """Write a dump of ``tenant`` at ``point`` under ``root`` of ``dest``."""
+    """Write a dump of ``tenant`` at ``as_of`` under ``root`` of ``dest``."""
     with store.catalog.snapshot() as tx:
-        holder, at_ts, label = resolve_point(tx, find_tenant(tx, tenant), point)
+        holder, at_ts, label = resolve_time(tx, find_tenant(tx, tenant), as_of)
         tables = tables_at(tx, holder, at_ts)
     plans = [plan_read(store.catalog, holder.ref, t.database, t.name, at_ts) for t in tables]
     return write_dump(

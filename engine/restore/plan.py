@@ -51,24 +51,21 @@ from tenants.errors import AlreadyExists, CorruptObject, TenantDropped
 from tenants.names import tenant_name
 from tenants.objects.record import ObjectRecord, record_from_tuple
 from tenants.tenancy import TenantRecord, find_tenant, new_id
-from tenants.timeline.lineage import inherited_snapshots, resolve_point
+from tenants.timeline.lineage import inherited_snapshots, resolve_time
 from tenants.timeline.pitr import get_pitr
 from tenants.timeline.schedules import get_schedule
+from tenants.times import AsOf
 
 
 def plan_restore(
     catalog: Catalog,
     tenant: str,
-    point: str | int,
+    as_of: AsOf,
     *,
     to: str | None = None,
     job_id: str | None = None,
-    check_target: bool = True,
 ) -> RestorePlan:
-    """Plan restoring ``tenant`` to ``point`` (snapshot name, instant or ts).
-
-    ``check_target=False`` plans only what to read (for a backup): no target
-    name is checked or taken.
+    """Plan restoring ``tenant`` to ``as_of`` (snapshot name, instant or ts).
 
     In place (``to=None``) the new tenant takes the name and the current one is
     retired at install; with ``to`` the new tenant is a clone under that name.
@@ -80,28 +77,40 @@ def plan_restore(
         CorruptObject: an object's fingerprint is not a schema of its table.
     """
     with catalog.snapshot() as tx:
-        return plan_in(tx, tenant, point, to=to, job_id=job_id, check_target=check_target)
+        return plan_in(tx, tenant, as_of, to=to, job_id=job_id)
+
+
+def plan_backup(tx: Tx, tenant: str, as_of: AsOf) -> RestorePlan:
+    """What a backup of ``tenant`` at ``as_of`` reads: the restore plan's tables,
+    objects and snapshots, with no target (no name is checked or taken, nothing
+    will be installed), in the caller's transaction.
+
+    Raises:
+        NotFound, UnprotectedTime: an unknown tenant, or an unprotected time.
+    """
+    return plan_in(tx, tenant, as_of, for_backup=True)
 
 
 def plan_in(
     tx: Tx,
     tenant: str,
-    point: str | int,
+    as_of: AsOf,
     *,
     to: str | None = None,
     job_id: str | None = None,
-    check_target: bool = True,
+    for_backup: bool = False,
 ) -> RestorePlan:
     """``plan_restore`` inside a caller's transaction (to list its members in the same one).
+    ``for_backup``: see :func:`plan_backup`.
 
     Raises:
         As ``plan_restore``; TenantDropped: in place, the tenant is dropped.
     """
     job_id = job_id or new_id()
     current = find_tenant(tx, tenant)
-    source, at_ts, label = resolve_point(tx, current, point)
-    mode: Mode = "clone" if to is not None or not check_target else "in_place"
-    if not check_target:
+    source, at_ts, label = resolve_time(tx, current, as_of)
+    mode: Mode = "clone" if to is not None or for_backup else "in_place"
+    if for_backup:
         target, replaced = to or current.name, None
     elif to is not None:
         tenant_name(to)

@@ -29,28 +29,28 @@ from tenants.catalog.tables import database_row_at, table_row_at
 from tenants.errors import AlreadyExists, InvalidArgument, NotFound, UnprotectedTime
 from tenants.names import did_you_mean, object_name, qualified_table
 from tenants.tenancy import TenantRecord, active_tenant, find_tenant, new_id
-from tenants.timeline.lineage import resolve_point
+from tenants.timeline.lineage import resolve_time
 from tenants.timeline.protection import protection
-from tenants.times import format_ts
+from tenants.times import AsOf, format_ts
 
 
 def plan_table_restore(
     catalog: Catalog,
     tenant: str,
     table: str,
-    point: str | int | None,
+    as_of: AsOf | None,
     *,
     to: str | None = None,
     to_tenant: str | None = None,
     job_id: str | None = None,
     undrop: bool = False,
 ) -> RestorePlan:
-    """Plan restoring ``table`` (``DB.TABLE``) of ``tenant`` as it was at ``point``.
+    """Plan restoring ``table`` (``DB.TABLE``) of ``tenant`` as it was at ``as_of``.
 
     ``to`` (``DB.NEW``) makes a new table beside it, ``to_tenant`` puts it into
     another tenant; in place the live table of that name (if any) is replaced.
     ``undrop`` restores the most recently dropped table of that name as it was
-    at its drop (``point`` is then ``None``).
+    at its drop (``as_of`` is then ``None``).
 
     Raises:
         NotFound: unknown tenant, table or snapshot; no such table at S.
@@ -71,7 +71,7 @@ def plan_table_restore(
                 f"(dropped at {format_ts(int(row['dropped_ts']))})"
             )
         else:
-            source, at_ts, label = resolve_point(tx, current, _point(point))
+            source, at_ts, label = resolve_time(tx, current, _as_of(as_of))
             row = _table_at(tx, source, database, name, at_ts, label)
         target = active_tenant(tx, to_tenant or current.name)
         in_place = to is None and to_tenant is None
@@ -114,13 +114,13 @@ def plan_database_restore(
     catalog: Catalog,
     tenant: str,
     database: str,
-    point: str | int,
+    as_of: AsOf,
     *,
     to: str | None = None,
     to_tenant: str | None = None,
     job_id: str | None = None,
 ) -> RestorePlan:
-    """Plan restoring every table of ``database`` as it was at ``point``.
+    """Plan restoring every table of ``database`` as it was at ``as_of``.
 
     In place, the database's live tables are replaced, including those created
     after S; tables dropped since S come back. ``to`` names a new database,
@@ -136,7 +136,7 @@ def plan_database_restore(
     out_database = object_name(to, "database") if to else database
     with catalog.snapshot() as tx:
         current = find_tenant(tx, tenant)
-        source, at_ts, label = resolve_point(tx, current, _point(point))
+        source, at_ts, label = resolve_time(tx, current, _as_of(as_of))
         if database_row_at(tx, source.id, database, at_ts) is None:
             then = {str(r["database_name"]) for r in plan_table_rows(tx, source.id, at_ts, at_ts)}
             raise NotFound(
@@ -184,10 +184,10 @@ def plan_database_restore(
         )
 
 
-def _point(point: str | int | None) -> str | int:
-    if point is None:
+def _as_of(as_of: AsOf | None) -> AsOf:
+    if as_of is None:
         raise InvalidArgument("say what to restore to: a snapshot name or a time")
-    return point
+    return as_of
 
 
 def _table_at(

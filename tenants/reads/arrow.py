@@ -43,7 +43,7 @@ from tenants.reads.key_range import KeyRange, exact_bound
 from tenants.reads.stream_exit import ExitSafeStream
 from tenants.reads.visible import ReadPlan, narrowed, read_plan_in, stream_visible
 from tenants.tenancy import TenantRecord, find_tenant
-from tenants.timeline.lineage import require_data, resolve_point, snapshot_in_lineage
+from tenants.timeline.lineage import require_data, resolve_time, snapshot_in_lineage
 from tenants.timeline.protection import wall_now
 from tenants.timeline.snapshots import snapshot_name
 from tenants.times import parse_time
@@ -344,11 +344,11 @@ def _time_in(
         holder, snap = snapshot_in_lineage(tx, tenant_rec, snapshot)
         return require_data(holder), snap.ts
     if ts is not None:
-        holder, as_of, _ = resolve_point(tx, tenant_rec, ts)
+        holder, as_of, _ = resolve_time(tx, tenant_rec, ts)
         return holder, as_of
     if at is not None:
         instant = parse_time(at).resolve(wall_now(tx))
-        holder, as_of, _ = resolve_point(tx, tenant_rec, instant)
+        holder, as_of, _ = resolve_time(tx, tenant_rec, instant)
         return holder, as_of
     return tenant_rec, tx.last_ts()
 

@@ -30,7 +30,7 @@ from tenants.reads.key_range import KeyRange
 from tenants.reads.merge import MergeInput, gather, merge_rounds, typed_key
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, find_table, find_tenant
-from tenants.timeline.lineage import require_data, resolve_point
+from tenants.timeline.lineage import require_data, resolve_time
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def plan_read(
         if as_of is None:
             ts = tx.last_ts()
         else:
-            tenant_rec, ts, _ = resolve_point(tx, tenant_rec, as_of)
+            tenant_rec, ts, _ = resolve_time(tx, tenant_rec, as_of)
         return read_plan_in(tx, tenant_rec, database, table, ts)
 
 

@@ -192,7 +192,7 @@ def require_data(tenant: TenantRecord) -> TenantRecord:
     return tenant
 
 
-def resolve_point(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[TenantRecord, int, str]:
+def resolve_time(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[TenantRecord, int, str]:
     """A time named by snapshot, instant, ts or relative time → (holder of its data, ts, label).
 
     Text starting with a digit or ``-`` is a time (``-1h``: an hour before now);

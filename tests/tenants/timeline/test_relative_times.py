@@ -153,7 +153,7 @@ def test_a_point_handed_on_reads_as_the_same_time_never_as_a_snapshot(
     spec = parse_time(text)
     assert spec.as_point() == point
     if isinstance(point, str):
-        assert starts_time(point)  # resolve_point never looks it up as a snapshot
+        assert starts_time(point)  # resolve_time never looks it up as a snapshot
         assert parse_time(point).resolve(NOW) == spec.resolve(NOW)
 
 
