@@ -10,8 +10,31 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+if TYPE_CHECKING:
+    from tenants.objects.record import ObjectKind
+
+
+class RecordJson(TypedDict):
+    """An ``ObjectRecord`` as tests/test_memory.py sends it (``asdict``)."""
+
+    id: str
+    key: str
+    kind: ObjectKind
+    fingerprint: str
+    rows: int
+    bytes: int
+    min_ts: int
+    max_ts: int
+    min_pk: str
+    max_pk: str
+    sorted: bool
+    checksum: str
+    created_ts: int
+    cut_ts: int | None
 
 
 def status_kib(field: str) -> int:
@@ -56,7 +79,7 @@ def main() -> None:
     if job["what"] != "rewrite":
         raise SystemExit(f"unknown operation {job['what']!r}")
 
-    def task(record: dict[str, object], out: str) -> RewriteTask:
+    def task(record: RecordJson, out: str) -> RewriteTask:
         return RewriteTask("task", "job", ObjectRecord(**record), ("id",), job["as_of"], out, "tbl")
 
     # A small object first, so the baseline has the code and the allocator's

@@ -161,7 +161,8 @@ def test_float_keys_minus_zero_is_zero_so_reads_and_restores_equal_the_oracle(
     assert everything(store, tenant) == before
 
     now = store.now()
-    for point, ts in [("s1", s1), ("s2", s2), ("s3", s3), (now, now)]:
+    points: list[tuple[str | int, int]] = [("s1", s1), ("s2", s2), ("s3", s3), (now, now)]
+    for point, ts in points:
         got = store.read(tenant, "db", "t", point)
         assert got.to_pylist() == oracle.read("t", ts), point
         assert_zero_keys_positive(got)

@@ -27,7 +27,7 @@ from engine.gc.run import run_gc
 from engine.restore.job import restore_tenant
 from tenants.load_files import read_batches
 from tenants.objectstore.embedded import EmbeddedS3
-from tenants.progress import Share, watching
+from tenants.progress import Share, Step, watching
 from tenants.spark.logs import NOISE, java_options, show_spark_logs
 from tenants.store import TableStore
 from tests.helpers.backups import build_source
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.one_catalog
 
 # Progress is the same on either catalog: SQLite alone keeps this module quick.
 sqlite_only = pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)
-
 
 
 @dataclass
@@ -62,7 +61,8 @@ class Recorder:
         self.steps.append(Recorded(what, total))
         return self.steps[-1]
 
-    def end(self, step: Recorded) -> None:  # type: ignore[override]
+    def end(self, step: Step) -> None:
+        assert isinstance(step, Recorded), step  # what begin gave
         step.ended = True
 
     def named(self, prefix: str) -> list[Recorded]:
@@ -81,7 +81,8 @@ def assert_whole(steps: list[Recorded]) -> None:
 @sqlite_only
 def test_compaction_reports_each_merge(store: TableStore):
     build_source(store, compact=False)
-    with watching(Recorder()) as seen:
+    seen = Recorder()
+    with watching(seen):
         store.compact("acme", "shop", "items")
     merges = seen.named("compacting shop.items")
     assert_whole(merges)
@@ -91,7 +92,8 @@ def test_compaction_reports_each_merge(store: TableStore):
 @sqlite_only
 def test_physical_restore_reports_its_rewrite(store: TableStore):
     build_source(store)
-    with watching(Recorder()) as seen:
+    seen = Recorder()
+    with watching(seen):
         restore_tenant(store, "acme", "mon", to="clone", executor="local")
     assert_whole(seen.named("rewriting"))
 
@@ -99,7 +101,8 @@ def test_physical_restore_reports_its_rewrite(store: TableStore):
 @sqlite_only
 def test_logical_restore_reports_dump_and_reload(store: TableStore):
     build_source(store)
-    with watching(Recorder()) as seen:
+    seen = Recorder()
+    with watching(seen):
         restore_tenant(store, "acme", "mon", to="clone", method="logical")
     assert_whole(seen.named("dumping acme"))
     assert_whole(seen.named("reloading acme"))
@@ -112,7 +115,8 @@ def test_backup_create_and_restore_report(store: TableStore, s3_server: Embedded
     bucket = f"rewind-progress-{uuid.uuid4().hex[:12]}"
     s3_server.create_bucket(bucket)
     uri = f"s3://{bucket}/backups"
-    with watching(Recorder()) as seen:
+    seen = Recorder()
+    with watching(seen):
         result = create_backup(store, "acme", "mon", uri, kind=kind)
         restore_backup(store, uri, result.backup_id, tenant="back")
     if kind == "physical":
@@ -126,7 +130,8 @@ def test_backup_create_and_restore_report(store: TableStore, s3_server: Embedded
 @sqlite_only
 def test_gc_reports_measuring_compacting_and_deleting(store: TableStore):
     build_source(store)
-    with watching(Recorder()) as seen:
+    seen = Recorder()
+    with watching(seen):
         report = run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True)
     assert_whole(seen.named("measuring what GC may reclaim"))
     assert report.collected.deleted_objects > 0
@@ -315,8 +320,10 @@ def test_the_noise_filter_passes_errors():
 
 def test_java_options_keep_the_users_own():
     show_spark_logs(False)
-    assert java_options(None) is not None and "log4j2.configurationFile=" in java_options(None)
-    assert java_options("-Xss4m").startswith("-Xss4m -Dlog4j2.configurationFile=")
+    ours = java_options(None)
+    assert ours is not None and "log4j2.configurationFile=" in ours
+    with_mine = java_options("-Xss4m")
+    assert with_mine is not None and with_mine.startswith("-Xss4m -Dlog4j2.configurationFile=")
     assert java_options("-Dlog4j2.configurationFile=mine.properties") is None
     show_spark_logs(True)
     try:

@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 
 from engine.gc.purge import purge_tenant
 from engine.gc.run import run_gc
-from engine.pipeline import ACTIONS, Installed, RestorePlan
+from engine.pipeline import ACTIONS, Action, Installed, RestorePlan
 from engine.restore.job import cancel_restore, restore_tenant, resume_restore
 from engine.restore.plan import plan_restore
 from tenants.compaction import DEFAULT_TARGET_BYTES
@@ -285,7 +285,7 @@ class Model:
                 counts = {a: (0, 0) for a in ACTIONS}
                 straddlers = []
                 for o in live_objects(tx, table.source_table_id):
-                    action = (
+                    action: Action = (
                         "reuse"
                         if o.max_ts <= plan.at_ts
                         else "skip"

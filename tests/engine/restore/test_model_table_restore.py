@@ -414,9 +414,9 @@ class Model:
         elif isinstance(op, Compact):
             store.compact(op.tenant, target_bytes=op.target_bytes, full=op.full)
         elif isinstance(op, Snapshot):
-            name = f"s{self.made}"
+            snapshot = f"s{self.made}"
             self.made += 1
-            self.points.append((store.create_snapshot(SRC, name).ts, name))
+            self.points.append((store.create_snapshot(SRC, snapshot).ts, snapshot))
         elif isinstance(op, AddNote):
             name = (SRC, "db", "items")
             live = self.live(name)
@@ -600,17 +600,16 @@ class Model:
             except NotFound:
                 return
             raise AssertionError(f"{qualified} did not exist at {at_ts}: the restore must refuse")
+        to: str | None = None  # in place
+        to_tenant: str | None = None
         if op.mode == "in_place":
             target = name
-            kwargs: dict[str, str | None] = {}
         else:
             self.made += 1
             tenant = OTHER if op.mode == "to_tenant" else SRC
             target = (tenant, name[1], f"{name[2]}_r{self.made}")
-            kwargs = {
-                "to": f"{target[1]}.{target[2]}",
-                "to_tenant": OTHER if op.mode == "to_tenant" else None,
-            }
+            to = f"{target[1]}.{target[2]}"
+            to_tenant = OTHER if op.mode == "to_tenant" else None
 
         def installed(ts: int) -> None:
             self.restored(target, source, at_ts, ts)
@@ -618,7 +617,14 @@ class Model:
 
         outcome = self.run(
             lambda **more: restore_table(
-                self.store, SRC, qualified, point, executor="local", **kwargs, **more
+                self.store,
+                SRC,
+                qualified,
+                point,
+                to=to,
+                to_tenant=to_tenant,
+                executor="local",
+                **more,
             ),
             op.instant,
             installed,

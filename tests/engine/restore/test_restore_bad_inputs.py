@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 
+from engine.pipeline import ExecutorName
 from engine.restore.job import restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress, start_job
 from engine.restore.plan import plan_restore
@@ -237,7 +238,11 @@ def test_fingerprint_that_is_not_a_schema_of_its_table_fails_the_plan_before_any
 
 
 def _fails_without_installing(
-    world: World, before_tenants: Any, error: type[Exception], match: str, executor: str = "local"
+    world: World,
+    before_tenants: Any,
+    error: type[Exception],
+    match: str,
+    executor: ExecutorName = "local",
 ) -> str:
     with pytest.raises(error, match=match):
         restore_tenant(world.store, world.name, "mon", executor=executor)

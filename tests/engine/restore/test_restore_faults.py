@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from engine.gc.run import run_gc
+from engine.pipeline import Action
 from engine.restore.job import PLAN_ATTEMPTS, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress, load_job, start_job
 from engine.restore.members import PlanOutdated, live_members, pinned
@@ -269,7 +270,8 @@ def test_rewrite_storage_error_fails_the_job_loudly_and_it_resumes(scenario):
         restore_tenant(with_objects(s.store, faulty), s.name, "mon", executor="local")
     job_id = s.only_unfinished_job()
     assert job_state(s.store, job_id) == "failed"
-    assert "StorageError" in load_job(s.store.catalog, job_id).error
+    error = load_job(s.store.catalog, job_id).error
+    assert error is not None and "StorageError" in error
     s.source_untouched()
 
     resume_restore(s.store, job_id)
@@ -418,7 +420,8 @@ def test_persistent_s3_throttling_fails_the_job_clearly_and_it_resumes(scenario)
     assert client.calls == 5  # tenacity's attempts, then a clear failure
     job_id = s.only_unfinished_job()
     assert job_state(s.store, job_id) == "failed"
-    assert "SlowDown" in load_job(s.store.catalog, job_id).error
+    error = load_job(s.store.catalog, job_id).error
+    assert error is not None and "SlowDown" in error
     s.source_untouched()
 
     resume_restore(s.store, job_id)
@@ -568,7 +571,8 @@ def test_a_job_journaled_before_set_based_plans_is_cancelled_not_resumed(scenari
         )
 
     loaded = load_job(s.store.catalog, job.id).plan
-    used = ("reuse", "rewrite")  # the legacy list above leaves out skipped objects
+    # the legacy list above leaves out skipped objects
+    used: tuple[Action, ...] = ("reuse", "rewrite")
     assert [[t.totals()[a] for a in used] for t in loaded.tables] == [
         [t.totals()[a] for a in used] for t in plan.tables
     ]

@@ -185,7 +185,7 @@ def test_straddling_tombstones_are_rewritten_while_data_before_s_is_reused(store
     at(6)
     store.write(acme, "db", "items", upserts=rows((5, "e")))
     old = store.tenant(acme)
-    by_kind = {}
+    by_kind: dict[str, list[str]] = {}
     for _, o in store.objects_of(acme):
         by_kind.setdefault(o.kind, []).append(classify(o, mon.ts))
     assert by_kind == {"data": ["reuse", "skip"], "tomb": ["rewrite"]}

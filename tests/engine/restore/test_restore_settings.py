@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from engine.backup.api import create_backup, restore_backup
+from engine.pipeline import Method
 from engine.restore.job import restore_tenant
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
@@ -84,7 +85,7 @@ def test_backup_restore_with_replace_retires_the_holder_for_the_default_retentio
 
 
 @pytest.mark.parametrize("method", ["physical", "logical"])
-def test_restore_keeps_pitr_window_and_schedule(store: TableStore, method: str):
+def test_restore_keeps_pitr_window_and_schedule(store: TableStore, method: Method):
     build_source(store)
     protect(store, "acme")
 

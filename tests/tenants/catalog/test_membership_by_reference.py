@@ -9,6 +9,7 @@ the statements that read an inherited level stay on their indexes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -63,7 +64,8 @@ def test_a_metadata_only_restore_writes_the_same_rows_for_3_and_30_objects(
         deltas.append(
             written_by(
                 store,
-                lambda name=name: restore_tenant(
+                partial(
+                    restore_tenant,
                     store,
                     name,
                     "snap",
@@ -122,7 +124,8 @@ def test_a_restore_sends_as_many_statements_for_12_tables_as_for_2(
             statements_run_by(
                 store,
                 monkeypatch,
-                lambda name=name: restore_tenant(
+                partial(
+                    restore_tenant,
                     store,
                     f"{name}-tmp",
                     "snap",
@@ -237,11 +240,9 @@ def chain_of(store: TableStore, tenant: str) -> int:
         return len(levels(tx, table.id, own=False))
 
 
-def everything_read(store: TableStore, tenant: str, snapshots: list[str]) -> dict[str, Any]:
-    return {
-        name: store.read(tenant, "db", "items", as_of=name).to_pylist()
-        for name in [*snapshots, None]  # type: ignore[list-item]
-    }
+def everything_read(store: TableStore, tenant: str, snapshots: list[str]) -> dict[str | None, Any]:
+    names: list[str | None] = [*snapshots, None]
+    return {name: store.read(tenant, "db", "items", as_of=name).to_pylist() for name in names}
 
 
 def test_gc_flattens_a_deep_chain_and_drops_the_levels_a_full_compaction_emptied(

@@ -349,6 +349,7 @@ def test_a_key_range_reads_what_a_filter_of_everything_shows(table_store) -> Non
         assert got.equals(expected), (low, high)
     # Objects and row groups outside the range are skipped before they are read.
     keys = KeyRange.parse("190", "260", key_schema)
+    assert keys is not None
     held = [o for o in plan.objects if keys.may_hold(o, key_schema)]
     assert 2 <= len(held) < len(plan.objects)
     with open_object(table_store.objects, held[0]) as reader:
@@ -362,12 +363,14 @@ def test_a_multi_column_key_range_compares_as_tuples() -> None:
     key_schema = pa.schema([("a", pa.int64()), ("b", pa.string())])
     rows = pa.table({"a": [1, 1, 2, 2, 3], "b": ["x", "z", "a", "m", "a"]})
     keys = KeyRange.parse('[1, "y"]', '[2, "m"]', key_schema)
+    assert keys is not None
     assert rows.filter(keys.mask(rows, ["a", "b"])).to_pylist() == [
         {"a": 1, "b": "z"},
         {"a": 2, "b": "a"},
         {"a": 2, "b": "m"},
     ]
     prefix = KeyRange.parse("2", "2", key_schema)  # one column: every key starting with 2
+    assert prefix is not None
     assert rows.filter(prefix.mask(rows, ["a", "b"]))["b"].to_pylist() == ["a", "m"]
 
 

@@ -70,7 +70,11 @@ def by_duckdb(store: TableStore, table: str, keys: Any) -> list[Any]:
 
 
 def by_polars(store: TableStore, table: str, keys: Any) -> list[Any]:
-    return to_polars(store, "acme", table, keys=keys).collect()["k"].to_list()
+    import polars as pl
+
+    frame = to_polars(store, "acme", table, keys=keys)
+    assert isinstance(frame, pl.LazyFrame)  # lazy=True, the default
+    return frame.collect()["k"].to_list()
 
 
 READERS = [by_read_arrow, by_duckdb, by_polars]

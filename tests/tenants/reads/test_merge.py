@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from tenants import compaction
 from tenants.compaction import MergeShape, compact_table
-from tenants.objects.record import ObjectRecord, live_objects
+from tenants.objects.record import ObjectKind, ObjectRecord, live_objects
 from tenants.reads.merge import POS, SRC, MergeInput, merge_rounds, overlap_depth
 from tenants.schema import TS, Column, TableSchema
 from tenants.store import TableStore
@@ -106,12 +107,12 @@ def test_an_integer_key_merges_in_key_ts_kind_order_whatever_the_input_order(raw
                   TS: pa.array([ts for _, ts in sorted(rows)], pa.int64())})
         for rows in raw
     ]  # fmt: skip
-    kinds = ["data" if i % 2 else "tomb" for i in range(len(tables))]
+    kinds: list[ObjectKind] = ["data" if i % 2 else "tomb" for i in range(len(tables))]
     sources = [
         MergeInput(kind, iter(t.to_batches(max_chunksize=chunk)))
         for kind, t in zip(kinds, tables, strict=True)
     ]
-    merged = []
+    merged: list[tuple[Any, ...]] = []
     for round_ in merge_rounds(sources, INT_KEY):
         events = round_.events
         merged += zip(
