@@ -7,6 +7,7 @@ the production code path up to the exact point where it injects a fault.
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -320,6 +321,14 @@ class FaultyCatalog:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+def crashed_at(fail_sql: str, *, after_commit: bool = False) -> str:
+    """The ``match=`` for the ``SimulatedCrash`` a ``FaultyCatalog`` (or the GC tests'
+    ``CrashingCatalog``) raises at ``fail_sql``: inside its transaction, or right
+    after its commit."""
+    where = "right after committing" if after_commit else "inside the transaction running"
+    return re.escape(f"crash {where} {fail_sql!r}")
 
 
 class ThrottlingClient:

@@ -20,6 +20,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -434,7 +435,9 @@ def test_a_clone_never_resolves_names_or_times_its_source_creates_after_the_cut(
             restore_tenant(store, copy, name, executor="local")
     # ... nor do times after the cut, in the source or anywhere else.
     for ts in (mon.ts + 1, clone.created_ts - 1):  # the source's, between cut and clone
-        with pytest.raises(UnprotectedTime):
+        with pytest.raises(
+            UnprotectedTime, match=rf"time {ts} .* is not protected for tenant '{re.escape(copy)}'"
+        ):
             items(store, copy, ts)
     assert items(store, copy, tue.ts) == [(1, "a"), (2, "b")]  # the clone's own, not acme's
     assert [n for n, _ in names_and_homes(store, copy)] == ["mon"]

@@ -10,6 +10,7 @@ loudly (DESIGN.md, "Lessons": a backup once skipped missing files silently).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,6 +57,7 @@ from tests.helpers.restores import (
     FaultyCatalog,
     SimulatedCrash,
     WrappedObjectStore,
+    crashed_at,
     reads,
     with_catalog,
     with_objects,
@@ -127,7 +129,9 @@ def test_backup_restores_exactly_after_every_key_of_the_source_bucket_is_deleted
     assert result.kind == kind and result.copied_objects == result.objects > 0
     assert empty_bucket(s3_server, bucket) > 0
     assert bucket_key_count(s3_server, bucket) == 0
-    with pytest.raises(ObjectMissing):
+    with pytest.raises(
+        ObjectMissing, match=rf"object s3://{re.escape(bucket)}/\S+\.parquet is missing"
+    ):
         store.read("acme", DB, "items")  # the source is really gone
 
     tenant, _ = restore_backup(store, uri, result.backup_id, tenant="back")
@@ -310,7 +314,7 @@ def test_list_shows_every_backup_and_an_incomplete_logical_one_as_not_complete(
     logical = create_backup(store, "acme", "sun", uri, kind="logical")
     open_destination(uri, create=True)
     crashing = FailPutWhere(dest, lambda key: key.endswith("manifest.json"))
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=r"crash at put backups/half/manifest\.json"):
         dump_tenant(store, "acme", "mon", crashing, "backups/half", dump_id="half")
 
     entries = {e.backup_id: e for e in backups(uri)}
@@ -355,7 +359,7 @@ def test_list_shows_a_physical_backup_that_crashed_before_its_manifest_as_not_co
 ) -> None:
     open_destination(uri, create=True)
     crashing = FailPutWhere(dest, lambda key: key.endswith("manifest.json"))
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=r"crash at put backups/half/manifest\.json"):
         create_physical(store, "acme", "mon", crashing, "half")
     assert dest_keys(dest, "objects/") != {}  # it copied objects before dying
 
@@ -516,7 +520,12 @@ def _killed_restore(store: TableStore, uri: str, backup_id: str, name: str, kind
         if kind == "logical"
         else with_objects(store, WrappedObjectStore(store.objects, fail_put_at=2))
     )
-    with pytest.raises(SimulatedCrash):
+    crash = (
+        crashed_at("INSERT INTO membership (")
+        if kind == "logical"
+        else r"crash at put tenants/\S+\.parquet"  # an object the restore copies
+    )
+    with pytest.raises(SimulatedCrash, match=crash):
         restore_backup(faulty, uri, backup_id, tenant=name)
     [staging] = [t for t in tenant_rows(store) if t[2] == "staging"]
     assert warehouse_keys(store, f"tenants/{staging[1]}/") != {}

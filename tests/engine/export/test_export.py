@@ -582,11 +582,18 @@ def test_an_iceberg_export_that_fails_or_loses_a_race_leaves_the_table_and_its_f
         finally:
             catalog.close()
 
-    for failing, error in ((None, StorageError), (rival, ConcurrentModification)):
+    lost_race = (
+        r"the Iceberg table shop\.orders changed while it was exported: .*; "
+        r"nothing of this export was kept, export again"
+    )
+    for failing, error, message in (
+        (None, StorageError, "injected failure"),
+        (rival, ConcurrentModification, lost_race),
+    ):
         monkeypatch.setattr(
             iceberg, "open_target", lambda *a, f=failing: _FailingDest(real(*a), 2, f)
         )
-        with pytest.raises(error):
+        with pytest.raises(error, match=message):
             export_tables(
                 store,
                 "acme",

@@ -41,7 +41,15 @@ from tenants.times import US
 from tenants.warehouse_owner import MARKER, read_marker
 from tests.helpers.gc import GRACE, Timeline, bucket_listing, keys_of, object_key_for
 from tests.helpers.paths import ROOT
-from tests.helpers.restores import SCHEMA, FaultyCatalog, SimulatedCrash, reads, rows, with_catalog
+from tests.helpers.restores import (
+    SCHEMA,
+    FaultyCatalog,
+    SimulatedCrash,
+    crashed_at,
+    reads,
+    rows,
+    with_catalog,
+)
 
 H = GRACE
 D = US["d"]
@@ -189,7 +197,9 @@ def test_gc_never_deletes_keys_of_another_catalog(
         WarehouseOwned, match=f"belongs to catalog {second}, not to catalog {first}"
     ):
         TableStore.open(store.catalog.uri, warehouse_of(store), s3=store.objects.warehouse.s3)
-    with pytest.raises(WarehouseOwned):
+    with pytest.raises(
+        WarehouseOwned, match=f"belongs to catalog {second}, not to catalog {first}"
+    ):
         run_gc(store, dry_run=False)
     assert a_keys <= bucket_listing(store)
 
@@ -431,7 +441,7 @@ def test_gc_keeps_fresh_unregistered_outputs_when_the_commit_clock_runs_far_ahea
 
     # A compaction whose swap never committed leaves fresh, unregistered outputs,
     before = bucket_listing(store)
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=crashed_at("UPDATE membership SET removed_ts")):
         with_catalog(
             store, FaultyCatalog(store.catalog, "UPDATE membership SET removed_ts")
         ).compact("a")

@@ -7,6 +7,7 @@ retention and PITR windows are crossed by moving the clock, never by sleeping.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -55,6 +56,7 @@ from tests.helpers.restores import (
     FaultyCatalog,
     SimulatedCrash,
     catalog_rows,
+    crashed_at,
     keys,
     pins_of,
     planned_with_members,
@@ -371,7 +373,11 @@ def test_after_purging_a_retired_tenant_the_name_does_not_read_its_times_as_empt
     purge_tenant(store.catalog, retired.ref)
     at(2)
     short_gc(store)
-    with pytest.raises(UnprotectedTime):
+    with pytest.raises(
+        UnprotectedTime,
+        match=rf"time {last.ts} .* of tenant 'a' is no longer recoverable: the name was then "
+        rf"held by {re.escape(retired.ref)}, which was purged",
+    ):
         store.read("a", "db", "items", as_of=last.ts)
 
 
@@ -679,7 +685,7 @@ def test_sweep_refuses_a_fresh_catalog_against_a_populated_warehouse(
     try:
         with pytest.raises(WarehouseOwned, match="belongs to catalog"):
             sweep_orphans(fresh.catalog, fresh.objects, grace_us=0, dry_run=False)
-        with pytest.raises(WarehouseOwned):
+        with pytest.raises(WarehouseOwned, match="belongs to catalog"):
             short_gc(fresh)
     finally:
         fresh.close()
@@ -697,12 +703,14 @@ def test_orphans_of_a_crashed_write_are_removed_only_after_the_grace(
     before = bucket_listing(store)
     if fault == "store_crash_after_upload":
         broken = with_objects(store, RecordingStore(store.objects, crash_after_put=True))
+        crash = r"crash after uploading tenants/\S+/data/\S+\.parquet"
     else:
         # Both objects are uploaded; the commit dies at its last statement.
         broken = with_catalog(
             store, FaultyCatalog(store.catalog, "UPDATE tenants SET last_change_ts")
         )
-    with pytest.raises(SimulatedCrash):
+        crash = crashed_at("UPDATE tenants SET last_change_ts")
+    with pytest.raises(SimulatedCrash, match=crash):
         broken.write("a", "db", "items", upserts=rows((7, "lost")), deletes=keys(1))
     orphans = bucket_listing(store) - before
     assert len(orphans) == (1 if fault == "store_crash_after_upload" else 2)

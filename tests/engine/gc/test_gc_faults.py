@@ -37,7 +37,7 @@ from tests.helpers.gc import (
     object_rows,
     pending_rows,
 )
-from tests.helpers.restores import SCHEMA, SimulatedCrash, keys, reads, rows
+from tests.helpers.restores import SCHEMA, SimulatedCrash, crashed_at, keys, reads, rows
 
 
 @dataclass
@@ -119,7 +119,7 @@ def scene(store: TableStore, clock: Any) -> Scene:
 def test_crash_after_recording_before_the_s3_delete_is_finished_by_a_rerun(scene: Scene) -> None:
     store = scene.store
     crashing = TableStore(store.catalog, RecordingStore(store.objects, crash_before_delete=True))
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=r"crash before deleting \d+ key\(s\)"):
         gc(crashing)
     assert {r["object_key"] for r in pending_rows(store)} == scene.garbage
     assert scene.garbage <= bucket_listing(store)
@@ -139,12 +139,14 @@ def test_crash_after_the_s3_delete_before_the_catalog_cleanup_is_finished_by_a_r
     store = scene.store
     if how == "store_dies_after_delete":
         crashing = TableStore(store.catalog, RecordingStore(store.objects, crash_after_delete=True))
+        crash = r"crash after deleting \d+ key\(s\)"
     else:
         crashing = TableStore(
             CrashingCatalog(store.catalog, "DELETE FROM membership WHERE object_id IN"),  # type: ignore[arg-type]
             store.objects,
         )
-    with pytest.raises(SimulatedCrash):
+        crash = crashed_at("DELETE FROM membership WHERE object_id IN")
+    with pytest.raises(SimulatedCrash, match=crash):
         gc(crashing)
     assert not scene.garbage & bucket_listing(store)
     assert {r["object_key"] for r in pending_rows(store)} == scene.garbage
@@ -163,7 +165,7 @@ def test_crash_inside_the_recording_transaction_records_and_deletes_nothing(
     store = scene.store
     before = catalog_dump(store)
     crashing = TableStore(CrashingCatalog(store.catalog, "INSERT INTO gc_pending"), store.objects)  # type: ignore[arg-type]
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=crashed_at("INSERT INTO gc_pending")):
         gc(crashing)
     assert catalog_dump(store) == before
     assert scene.garbage <= bucket_listing(store)
@@ -188,7 +190,7 @@ def test_a_restore_cannot_start_on_objects_a_crashed_gc_is_deleting(
     store.compact("a")
     at(2)
     crashing = TableStore(store.catalog, RecordingStore(store.objects, crash_before_delete=True))
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=r"crash before deleting \d+ key\(s\)"):
         gc(crashing)
     # The plan still counts the objects GC is deleting; the pins, taken from live
     # membership, cannot, so the job is refused before it journals anything.

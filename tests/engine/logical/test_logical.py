@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -69,6 +70,7 @@ from tests.helpers.restores import (
     SimulatedCrash,
     WrappedObjectStore,
     catalog_rows,
+    crashed_at,
     job_state,
     pins_of,
     reads,
@@ -268,7 +270,7 @@ def assert_not_loadable(store: TableStore, root: str) -> None:
     with pytest.raises(ObjectMissing, match="incomplete"):
         reload_dump(store, store.objects, root, target_name="copy")
     nothing.check()
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match="tenant 'copy' does not exist"):
         store.tenant("copy")
 
 
@@ -276,7 +278,7 @@ def test_dump_that_crashed_before_its_manifest_is_never_loadable_and_a_rerun_fin
     store: TableStore, source: Source
 ) -> None:
     crashing = FailPutWhere(store.objects, lambda key: key.endswith(MANIFEST))
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=re.escape(f"crash at put {ROOT}/{MANIFEST}")):
         dump_tenant(store, "acme", "mon", crashing, ROOT, dump_id="d1")
     assert crashing.failed == [f"{ROOT}/{MANIFEST}"]
     files = warehouse_keys(store, f"{ROOT}/")
@@ -295,7 +297,9 @@ def test_dump_that_crashed_midway_is_never_loadable(
     store: TableStore, source: Source, crash_at_put: int
 ) -> None:
     crashing = WrappedObjectStore(store.objects, fail_put_at=crash_at_put)
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(
+        SimulatedCrash, match=rf"crash at put {re.escape(ROOT)}/tables/\S+\.parquet"
+    ):
         dump_tenant(store, "acme", "mon", crashing, ROOT)
     assert len(warehouse_keys(store, f"{ROOT}/")) == crash_at_put - 1
     assert_not_loadable(store, ROOT)
@@ -323,7 +327,7 @@ def test_reload_crash_leaves_nothing_visible_and_a_rerun_with_the_same_staging_i
     manifest = dump(store)
     active = store.tenants()
     faulty = FaultyCatalog(store.catalog, "INSERT INTO membership (", occurrence=commit)
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=crashed_at("INSERT INTO membership (")):
         reload_dump(
             with_catalog(store, faulty),
             store.objects,
@@ -333,7 +337,7 @@ def test_reload_crash_leaves_nothing_visible_and_a_rerun_with_the_same_staging_i
         )
 
     assert store.tenants() == active
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match="tenant 'copy' does not exist"):
         store.tenant("copy")
     assert reads(store, "acme") == source.now_reads
     # The half-built tenant is a staging row only, never active, never found by name.
@@ -355,7 +359,7 @@ def test_reload_crash_at_the_swap_of_an_in_place_reload_keeps_the_old_tenant_act
     dump(store)
     acme = store.tenant("acme")
     faulty = FaultyCatalog(store.catalog, "UPDATE tenants SET state = 'active'")
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=crashed_at("UPDATE tenants SET state = 'active'")):
         reload_dump(
             with_catalog(store, faulty),
             store.objects,
@@ -471,6 +475,13 @@ CRASHES = {
         s, FaultyCatalog(s.catalog, "UPDATE tenants SET state = 'active'", after_commit=True)
     ),
 }
+# What each of them says when it dies.
+CRASHED = {
+    "mid_dump": r"crash at put staging/\w+/tables/\S+\.parquet",
+    "at_dump_manifest": rf"crash at put staging/\w+/{re.escape(MANIFEST)}",
+    "mid_reload": crashed_at("INSERT INTO membership ("),
+    "after_swap": crashed_at("UPDATE tenants SET state = 'active'", after_commit=True),
+}
 
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["clone", "in_place"])
@@ -480,7 +491,7 @@ def test_logical_restore_is_journaled_and_a_crash_anywhere_resumes_to_the_same_r
 ) -> None:
     before = source_state(store, "acme")
     to = None if in_place else "clone"
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=CRASHED[crash]):
         restore_tenant(CRASHES[crash](store), "acme", "mon", to=to, method="logical")
     target = "acme" if in_place else "clone"
     if crash == "after_swap":
@@ -502,7 +513,7 @@ def test_logical_restore_is_journaled_and_a_crash_anywhere_resumes_to_the_same_r
     # Nothing visible changed: the source still holds its name, no clone exists.
     assert source_state(store, "acme") == before
     if not in_place:
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFound, match="tenant 'clone' does not exist"):
             store.tenant("clone")
 
     outcome = resume_restore(store, job_id)
@@ -530,7 +541,7 @@ def test_logical_restore_at_now_resumes_after_the_source_took_a_write(
     make S unreachable for the resumed dump."""
     at = store.now()
     expected = reads(store, "acme")
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=r"crash at put staging/\w+/tables/\S+\.parquet"):
         restore_tenant(
             with_objects(store, WrappedObjectStore(store.objects, fail_put_at=1)),
             "acme",
@@ -551,7 +562,7 @@ def test_cancel_of_a_crashed_logical_restore_removes_its_staging_dump_and_tenant
     store: TableStore, source: Source, crash: str
 ) -> None:
     before = source_state(store, "acme")
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=CRASHED[crash]):
         restore_tenant(CRASHES[crash](store), "acme", "mon", method="logical")
     job_id = only_unfinished_job(store)
     [row] = catalog_rows(store, "SELECT new_tenant_id FROM restore_jobs WHERE id = ?", (job_id,))
@@ -576,7 +587,7 @@ def test_tenant_purge_never_discards_the_staging_tenant_of_an_unfinished_restore
 ) -> None:
     """Only an abandoned staging tenant is discarded; one a resumable job is building
     is refused with the job that owns it and how to end that job."""
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=CRASHED["mid_reload"]):
         restore_tenant(CRASHES["mid_reload"](store), "acme", "mon", to="clone", method="logical")
     job_id = only_unfinished_job(store)
     [row] = catalog_rows(store, "SELECT new_tenant_id FROM restore_jobs WHERE id = ?", (job_id,))
@@ -690,7 +701,7 @@ def test_bad_dump_fails_loudly_and_loads_nothing(
     if case != "existing_name":
         with pytest.raises(error, match=message):
             verify_dump(store.objects, ROOT)
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFound, match="tenant 'copy' does not exist"):
             store.tenant("copy")
 
 

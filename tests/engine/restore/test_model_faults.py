@@ -395,7 +395,7 @@ class Model:
         """
         uri = self.second_uri
         if not op.adopt:
-            with pytest.raises(WarehouseOwned):
+            with pytest.raises(WarehouseOwned, match="belongs to catalog .* --adopt-warehouse"):
                 TableStore.open(uri, self.uris[1], s3=self.s3.settings)
             return
         second = TableStore.open(uri, self.uris[1], s3=self.s3.settings, adopt_warehouse=True)

@@ -38,6 +38,7 @@ from tests.helpers.restores import (
     WrappedObjectStore,
     bucket_keys,
     catalog_rows,
+    crashed_at,
     done_tasks,
     job_state,
     keys,
@@ -198,7 +199,8 @@ def test_crash_at_every_journal_transition_leaves_source_untouched_and_resumes(
         occurrence=occurrence,
         after_commit=after_commit,
     )
-    with pytest.raises(SimulatedCrash):
+    crash = crashed_at("UPDATE restore_jobs SET state", after_commit=after_commit)
+    with pytest.raises(SimulatedCrash, match=crash):
         restore_tenant(with_catalog(s.store, faulty), s.name, "mon", executor="local")
     [row] = catalog_rows(s.store, "SELECT id FROM restore_jobs WHERE target_name = ?", (s.name,))
     job_id = row["id"]
@@ -240,7 +242,7 @@ def test_crash_journaling_the_kth_task_result_resumes_exactly_the_unfinished_tas
 ):
     s = scenario
     faulty = FaultyCatalog(s.store.catalog, "UPDATE restore_tasks", occurrence=finished + 1)
-    with pytest.raises(SimulatedCrash):
+    with pytest.raises(SimulatedCrash, match=crashed_at("UPDATE restore_tasks")):
         restore_tenant(with_catalog(s.store, faulty), s.name, "mon", executor="local")
     job_id = s.only_unfinished_job()
     assert done_tasks(s.store, job_id) == finished
@@ -437,9 +439,11 @@ def test_cancel_removes_every_output_releases_pins_and_the_tenant_restores_again
     s = scenario
     if crash == "rewrite":
         faulty = WrappedObjectStore(s.store.objects, fail_put_at=3)
+        crashed = r"crash at put tenants/\S+\.parquet$"  # a rewritten object
     else:
         faulty = WrappedObjectStore(s.store.objects, fail_lists=1)
-    with pytest.raises(SimulatedCrash):
+        crashed = r"crash at put tenants/\S+/$"  # the default error, given the listed prefix
+    with pytest.raises(SimulatedCrash, match=crashed):
         restore_tenant(with_objects(s.store, faulty), s.name, "mon", executor="local")
     job_id = s.only_unfinished_job()
     job = load_job(s.store.catalog, job_id)

@@ -11,6 +11,7 @@ protected.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -97,7 +98,11 @@ def test_verify_full_of_a_restore_at_now_survives_a_write_to_the_source(store, a
 
     assert outcome.tables_compared == 1
     assert pairs(store.read(outcome.tenant.name, "db", "items")) == expected
-    with pytest.raises(UnprotectedTime):  # S is no longer protected: only the job's pins read it
+    # S is no longer protected: only the job's pins read it
+    with pytest.raises(
+        UnprotectedTime,
+        match=rf"time {outcome.plan.at_ts} .* is not protected for tenant '{re.escape(acme)}'",
+    ):
         store.read(acme, "db", "items", outcome.plan.at_ts)
 
 

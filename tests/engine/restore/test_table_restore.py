@@ -100,10 +100,15 @@ def test_writes_to_the_table_are_refused_while_its_job_runs(shop: TableStore) ->
     start_job(shop.catalog, plan, executor="local", verify="objects")
     with pytest.raises(TableBeingRestored, match=plan.job_id):
         shop.write("acme", "shop", "orders", upserts=rows((9, "z")))
-    with pytest.raises(TableBeingRestored):
+    with pytest.raises(
+        TableBeingRestored,
+        match=rf"table shop\.orders of tenant 'acme' is being restored by job {plan.job_id}",
+    ):
         shop.drop_table("acme", "shop", "orders")
     shop.write("acme", "shop", "users", upserts=rows((3, "cy")))  # other tables: fine
-    with pytest.raises(RestoreInProgress):
+    with pytest.raises(
+        RestoreInProgress, match=rf"tenant 'acme' already has restore job {plan.job_id}"
+    ):
         restore_table(shop, "acme", "shop.users", "s", executor="local")
     resume_restore(shop, plan.job_id)
     assert content(shop, "acme", "shop.orders") == [(1, "a"), (2, "b"), (3, "c")]
@@ -202,7 +207,10 @@ def test_bad_input_changes_nothing(shop: TableStore) -> None:
         restore_table(shop, "acme", "shop.nope", "s", executor="local")
     with pytest.raises(InvalidName, match="DB.TABLE"):
         restore_table(shop, "acme", "shop", "s", executor="local")
-    with pytest.raises(AlreadyExists):
+    with pytest.raises(
+        AlreadyExists,
+        match=r"table shop\.users already exists in tenant acme@\w+; choose another --to name",
+    ):
         restore_table(shop, "acme", "shop.orders", "s", to="shop.users", executor="local")
     assert content(shop, "acme", "shop.orders") == [(3, "c")]
 

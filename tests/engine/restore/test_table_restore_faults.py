@@ -21,7 +21,14 @@ from engine.restore.journal import ACTIVE_STATES
 from engine.restore.tables import restore_database, restore_table
 from tenants.store import TableStore
 from tests.helpers.item_rows import SCHEMA, keys, rows
-from tests.helpers.restores import FaultyCatalog, ObservedTx, SimulatedCrash, reads, with_catalog
+from tests.helpers.restores import (
+    FaultyCatalog,
+    ObservedTx,
+    SimulatedCrash,
+    crashed_at,
+    reads,
+    with_catalog,
+)
 
 
 class RecordingCatalog:
@@ -104,7 +111,7 @@ def test_a_kill_between_any_two_catalog_writes_leaves_before_or_after_and_resume
             faulty = FaultyCatalog(
                 store.catalog, prefix, occurrence=occurrence, after_commit=after_commit
             )
-            with pytest.raises(SimulatedCrash):
+            with pytest.raises(SimulatedCrash, match=crashed_at(prefix, after_commit=after_commit)):
                 restore(with_catalog(store, faulty), name)
             state = reads(store, name)
             where = f"{scope} restore killed {'after' if after_commit else 'inside'} {prefix!r} #{occurrence}"

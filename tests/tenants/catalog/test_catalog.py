@@ -86,7 +86,10 @@ def test_rolled_back_transaction_does_not_advance_the_clock(
     assert store.now() == last
     # A write rejected after its ts was allocated (the batch is checked inside the
     # transaction) does not consume the ts either.
-    with pytest.raises(SchemaMismatch):
+    with pytest.raises(
+        SchemaMismatch,
+        match=r"batch for acme/db\.t does not match the table schema: missing columns \['v'\]",
+    ):
         store.write("acme", "db", "t", upserts=pa.table({"k": [1]}))
     assert store.now() == last
     assert store.write("acme", "db", "t", upserts=batch(1)).ts == last + 1

@@ -115,15 +115,15 @@ def test_bad_inputs_change_nothing_on_a_postgres_catalog(pg_store: TableStore) -
     store.create_snapshot("acme", "mon")
     rows, listing = catalog_rows(store), bucket_listing(store)
 
-    with pytest.raises(AlreadyExists):
+    with pytest.raises(AlreadyExists, match="tenant 'acme' already exists"):
         store.create_tenant("acme")
-    with pytest.raises(AlreadyExists):
+    with pytest.raises(AlreadyExists, match="tenant 'acme' already has a snapshot named 'mon'"):
         store.create_snapshot("acme", "mon")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match="tenant 'acme' has no snapshot 'no-such-snapshot'"):
         restore_tenant(store, "acme", "no-such-snapshot", executor="local")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match="tenant 'nobody' does not exist"):
         restore_tenant(store, "nobody", "mon", executor="local")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match=r"table db\.nope does not exist in tenant 'acme'"):
         store.read("acme", "db", "nope")
     assert catalog_rows(store) == rows
     assert bucket_listing(store) == listing

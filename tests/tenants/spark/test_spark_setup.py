@@ -372,7 +372,9 @@ def test_a_failed_spark_task_names_tenant_job_object_and_worker(store, spark) ->
     straddling_tenant(store)
     [(_, straddler)] = store.objects_of("acme")
     store.objects.delete_many([straddler.key])
-    with pytest.raises(ObjectMissing) as caught:
+    with pytest.raises(
+        ObjectMissing, match=rf"rewriting {re.escape(straddler.key)} on .* is missing"
+    ) as caught:
         restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
     message = str(caught.value)
     assert re.fullmatch(
