@@ -46,17 +46,17 @@ from engine.cli.restore_render import (
     plan_table,
     usable_line,
 )
-from engine.executors.base import decide_executor
-from engine.pipeline import ExecutorChoice, Installed, RestorePlan
+from engine.pipeline import Installed, RestorePlan
 from engine.restore.history import before_commit, commit_history
 from engine.restore.history import history as load_history
 from engine.restore.job import (
+    Proposal,
     RestoreOutcome,
     Started,
     cancel_restore,
-    choose_method,
-    restore_tenant,
+    propose,
     resume_restore,
+    run_restore,
 )
 from engine.restore.journal import load_job
 from engine.restore.plan import plan_restore
@@ -146,46 +146,51 @@ def restore_tenant_cmd(
     )
     store = state.store()
 
-    def planned() -> tuple[RestorePlan, ExecutorChoice, str, str]:
-        plan = plan_restore(store.catalog, tenant, point, to=to)
-        chosen = decide_executor(executor, plan.totals()["rewrite"][1])
-        return (plan, chosen, *choose_method(method, plan))
+    def make_plan() -> RestorePlan:
+        return plan_restore(store.catalog, tenant, point, to=to)
 
-    def shown(plan: RestorePlan, chosen: ExecutorChoice, how: str) -> RenderableType:
+    shown: list[Proposal] = []  # the plan a user saw, if any: the one the job runs
+
+    def proposal() -> Proposal:
+        if not shown:
+            shown.append(propose(make_plan, executor=executor, method=method))
+        return shown[0]
+
+    def table_of(made: Proposal) -> RenderableType:
         return plan_table(
-            plan,
-            chosen.name,
-            chosen.reason,
-            method=how,
-            instant=installs_first and how == "physical",
+            made.plan,
+            made.executor.name,
+            made.executor.reason,
+            method=made.method,
+            instant=installs_first and made.method == "physical",
         )
 
-    def plan_view() -> list[RenderableType]:
-        """What --dry-run prints: the plan table and how the method was chosen."""
-        plan, chosen, how, why = planned()
-        return [shown(plan, chosen, how), f"method {why}"]
-
     def question_plan() -> list[RenderableType]:
-        plan, chosen, how, why = planned()
-        retired = f"{plan.target_name}@{plan.replaced_tenant_id}"
+        made = proposal()
+        retired = f"{made.plan.target_name}@{made.plan.replaced_tenant_id}"
         return [
-            shown(plan, chosen, how),
-            f"method {why}",
+            table_of(made),
+            f"method {made.method_reason}",
             f"the current tenant {retired} is retired, not deleted: `rewind tenant undrop "
             f"{retired} --as NEW_NAME` or another restore brings it back while it is retained",
         ]
 
     if dry_run:
+        made = proposal()
         if as_json:
-            plan, chosen, how, why = planned()
             render.emit_json(
                 plan_json(
-                    plan, chosen.name, chosen.reason, instant=installs_first and how == "physical"
+                    made.plan,
+                    made.executor.name,
+                    made.executor.reason,
+                    instant=installs_first and made.method == "physical",
                 )
-                | {"method": how, "method_reason": why}
+                | {"method": made.method, "method_reason": made.method_reason}
             )
         else:
-            render.show_all([*plan_view(), "dry run: nothing was changed"])
+            render.show_all(
+                [table_of(made), f"method {made.method_reason}", "dry run: nothing was changed"]
+            )
         return
     if to is None:  # in place: the live tenant is replaced (and retired, undoable)
         confirm(
@@ -195,10 +200,11 @@ def restore_tenant_cmd(
             plan=question_plan,
         )
     watch = JobWatch(as_json, wait=not no_wait, nice=background_nice())
-    outcome = restore_tenant(
-        store, tenant, point, to=to, executor=executor, verify=verify, method=method,
+    outcome = run_restore(
+        store, make_plan, executor=executor, verify=verify, method=method,
         instant=installs_first, wait=not no_wait,
         on_started=watch.started, on_installed=watch.installed,
+        proposal=shown[0] if shown else None,
     )  # fmt: skip
     watch.done(outcome)
 

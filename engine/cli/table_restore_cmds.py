@@ -31,10 +31,9 @@ from engine.cli.options import (
 )
 from engine.cli.restore_cmds import JobWatch, job_action, restore_point
 from engine.cli.restore_render import plan_json, plan_table
-from engine.executors.base import decide_executor
 from engine.pipeline import ExecutorName, RestorePlan, VerifyLevel
 from engine.restore.history import before_commit
-from engine.restore.job import run_restore
+from engine.restore.job import Proposal, propose, run_restore
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
 from tenants.errors import InvalidArgument
 from tenants.names import object_name, tenant_name
@@ -284,20 +283,21 @@ def _run(
     hooks: the plan as the job starts, the tables usable as an instant job
     installs them)."""
     if dry_run:
-        plan = make_plan()
-        chosen = decide_executor(executor, plan.totals()["rewrite"][1])
+        made = propose(make_plan, executor=executor, method="physical")
+        plan, chosen = made.plan, made.executor
         if as_json:
             render.emit_json(plan_json(plan, chosen.name, chosen.reason, instant=instant))
         else:
             render.show(plan_table(plan, chosen.name, chosen.reason, instant=instant))
             render.say("dry run: nothing was changed")
         return
+    approved: Proposal | None = None  # a plan the user saw and said yes to: the one that runs
     if not yes:
         # Only the plan knows whether live tables would be replaced (an in-place
         # restore of a table dropped since replaces nothing), so it is made first.
-        plan = make_plan()
-        if plan.replaced_table_ids:
-            chosen = decide_executor(executor, plan.totals()["rewrite"][1])
+        made = propose(make_plan, executor=executor, method="physical")
+        if made.plan.replaced_table_ids:
+            plan, chosen = made.plan, made.executor
             confirm(
                 f"replace {len(plan.replaced_table_ids)} live table(s) of tenant "
                 f"{plan.target_name!r} with their state at {plan.at_label}",
@@ -308,6 +308,7 @@ def _run(
                     "the current tables stay readable at earlier times (undo by restoring to one)",
                 ],
             )
+            approved = made
     watch = JobWatch(as_json, wait=wait, nice=background_nice())
     outcome = run_restore(
         store,
@@ -319,6 +320,7 @@ def _run(
         wait=wait,
         on_started=watch.started,
         on_installed=watch.installed,
+        proposal=approved,
     )
     watch.done(outcome)
 

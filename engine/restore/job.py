@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from engine.executors import DEFAULT_EXECUTORS
 from engine.logical.runner import ensure_dump, reload_as_restore
 from engine.pipeline import (
+    ExecutorChoice,
     ExecutorName,
     Executors,
     Installed,
@@ -106,6 +107,43 @@ class Started:
 
 
 OnStarted = Callable[[Started], None]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A restore plan with the executor and method chosen for it, once: what a
+    user is shown and approves, and then exactly what the job runs
+    (``run_restore(..., proposal=...)``): the same job id, objects, executor
+    and method, never a second plan made behind the question."""
+
+    plan: RestorePlan
+    executor: ExecutorChoice
+    method: str
+    method_reason: str
+    planned_s: float
+
+
+def propose(
+    make_plan: Callable[[], RestorePlan],
+    *,
+    executor: ExecutorName = "auto",
+    method: Method = "auto",
+    executors: Executors = DEFAULT_EXECUTORS,
+) -> Proposal:
+    """Plan with ``make_plan`` and choose the executor and the method for that plan.
+    Starts no Spark session and changes nothing.
+
+    Raises:
+        InvalidArgument: an unknown executor or method (or logical for a table or
+            database); NotFound, UnprotectedTime, AlreadyExists: as the plan raises.
+    """
+    check_method(method)
+    started = time.perf_counter()
+    plan = make_plan()
+    planned = time.perf_counter() - started
+    chosen, method_reason = choose_method(method, plan)
+    choice = executors.decide(executor, plan.totals()["rewrite"][1])
+    return Proposal(plan, choice, chosen, method_reason, planned)
 
 
 @dataclass(frozen=True)
@@ -193,6 +231,7 @@ def run_restore(
     wait: bool = True,
     on_installed: OnInstalled | None = None,
     on_started: OnStarted | None = None,
+    proposal: Proposal | None = None,
 ) -> RestoreOutcome:
     """Plan with ``make_plan``, journal the job and run it: every restore's path
     (a tenant, a database, a table). A plan that GC outdated before its job
@@ -200,12 +239,18 @@ def run_restore(
     ``on_installed`` and ``on_started`` as ``restore_tenant`` says (a hook that
     raises before the job runs leaves it journaled and resumable).
 
+    ``proposal`` (from :func:`propose`, made with the same ``make_plan``,
+    executor and method) is a plan a user approved: the job runs it as it is,
+    and if it is outdated by the time the job starts, the restore is refused
+    (``PlanOutdated``) rather than planned again behind the user's back.
+
     Raises:
         InvalidArgument: an unknown executor, verify level or method, or
             ``instant`` with the logical method (or ``wait=False`` without it).
-        PlanOutdated: GC kept outdating the plan.
+        PlanOutdated: GC kept outdating the plan, or outdated an approved one.
         RewindError: as ``make_plan`` and the job's steps raise.
     """
+    approved = proposal is not None
     check_level(verify)
     check_method(method)
     if instant and method == "logical":
@@ -218,11 +263,9 @@ def run_restore(
             "--no-wait leaves an instant restore's rewrite for later; add --instant"
         )
     for attempt in range(1, PLAN_ATTEMPTS + 1):
-        started = time.perf_counter()
-        plan = make_plan()
-        planned = time.perf_counter() - started
-        chosen, method_reason = choose_method(method, plan)
-        choice = executors.decide(executor, plan.totals()["rewrite"][1])
+        if proposal is None or attempt > 1:
+            proposal = propose(make_plan, executor=executor, method=method, executors=executors)
+        plan, choice, chosen = proposal.plan, proposal.executor, proposal.method
         if choice.name == "spark" and plan.tasks and chosen == "physical" and not instant:
             # Start Spark (and check a cluster's workers) before the job exists:
             # a worker that cannot run the tasks fails here, with nothing journaled.
@@ -242,7 +285,13 @@ def run_restore(
                 instant=instant and chosen == "physical",
             )
             break
-        except PlanOutdated:
+        except PlanOutdated as e:
+            if approved:
+                raise PlanOutdated(
+                    f"tenant {plan.source.ref} changed after restore plan {plan.job_id} was "
+                    f"shown (GC or a compaction replaced objects it counted); nothing was "
+                    f"changed: run the command again to see the plan as it is now"
+                ) from e
             if attempt == PLAN_ATTEMPTS:
                 raise
             log.info(
@@ -250,6 +299,7 @@ def run_restore(
                 plan.source.ref,
                 plan.job_id,
             )
+    assert proposal is not None  # the loop either started a job or raised
     log.info(
         "tenant %s: restore job %s (%s) to %s (ts %d) planned: %s",
         plan.source.ref,
@@ -261,11 +311,11 @@ def run_restore(
     )
     if on_started is not None:
         on_started(
-            Started(job.plan, choice.name, choice.reason, chosen, method_reason, job.instant)
+            Started(job.plan, choice.name, choice.reason, chosen, proposal.method_reason, job.instant)
         )
     lease.begin()
     outcome = _run(
-        store, job, lease, progress, {"plan": planned}, executors, on_installed, wait=wait
+        store, job, lease, progress, {"plan": proposal.planned_s}, executors, on_installed, wait=wait
     )
     return replace(outcome, executor_reason=choice.reason)
 

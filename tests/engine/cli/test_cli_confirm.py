@@ -17,6 +17,7 @@ a terminal; a test plays a person at one by patching
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from typer.testing import CliRunner, Result
 
 from engine.cli import confirm
 from engine.cli.app import app
+from engine.restore import job as restore_job
+from engine.restore.members import PlanOutdated
 from tenants.objectstore.embedded import EmbeddedS3
 from tests.helpers.cli import as_json, catalog_and_bucket, items_tenant, ok
 
@@ -236,3 +239,43 @@ def test_bad_input_is_refused_before_the_question(world: World) -> None:
     assert result.exit_code == 1 and "invalid duration '6x'" in result.stderr
     result = world.rewind("gc", "--grace", "1m")
     assert result.exit_code == 1 and "--allow-short-grace" in result.stderr
+
+
+RESTORES = ["restore-tenant", "restore-table", "restore-database"]
+
+
+@pytest.mark.parametrize("name", RESTORES)
+def test_a_confirmed_restore_runs_the_plan_it_showed(
+    world: World, name: str, terminal: None
+) -> None:
+    """The job that runs is the plan the question showed (its id, objects, executor and
+    method), not a second plan made after the yes."""
+    accepted = ok(world.rewind(*COMMANDS[name].args(world), input="y\n"))
+    shown = re.findall(r"restore plan (\w+)", accepted.stdout)
+    ran = re.search(r"^restore job (\w+) done", accepted.stdout, re.MULTILINE)
+    assert shown and ran is not None, accepted.stdout
+    assert set(shown) == {ran.group(1)}, accepted.stdout
+
+
+@pytest.mark.parametrize("name", RESTORES)
+def test_an_approved_plan_outdated_before_its_job_starts_is_refused_not_redone(
+    world: World, name: str, terminal: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GC outdating the plan between the yes and the job: the restore stops and says
+    so (run it again to see the new plan); it never runs a plan nobody saw."""
+    started = restore_job.start_job
+
+    def outdated(*args: Any, **kwargs: Any) -> Any:
+        raise PlanOutdated("GC replaced an object the plan counted")
+
+    monkeypatch.setattr(restore_job, "start_job", outdated)
+    before = world.state()
+    refused = world.rewind(*COMMANDS[name].args(world), input="y\n")
+    assert refused.exit_code == 1, refused.output
+    [line] = refused.stderr.strip().splitlines()
+    assert re.search(r"changed after restore plan \w+ was shown", line), line
+    assert "nothing was changed: run the command again" in line, line
+    assert world.state() == before
+    monkeypatch.setattr(restore_job, "start_job", started)
+    ok(world.rewind(*COMMANDS[name].args(world), "--yes"))
+    assert COMMANDS[name].done(world)
