@@ -219,9 +219,6 @@ class RestorePlan:
     @classmethod
     def from_json(cls, text: str) -> RestorePlan:
         raw = json.loads(text)
-        for t in raw["tables"]:
-            if "objects" in t:  # journaled before plans were set-based (catalog step 6)
-                _upgrade_table(t)
         tables = tuple(
             TablePlan(
                 **{
@@ -252,19 +249,6 @@ class RestorePlan:
                 "replaced_table_ids": tuple(raw.get("replaced_table_ids", ())),
             }
         )
-
-
-def _upgrade_table(raw: dict[str, Any]) -> None:
-    """A table of a plan that listed every object: keep counts and straddlers only."""
-    counts: dict[str, list[int]] = {}
-    for item in raw.pop("objects"):
-        count = counts.setdefault(item["action"], [0, 0])
-        count[0] += 1
-        count[1] += item["object"]["bytes"]
-        if item["action"] == "rewrite":
-            raw.setdefault("rewrites", []).append(item["object"])
-    raw["counts"] = counts
-    raw.setdefault("rewrites", [])
 
 
 def classify(record: ObjectRecord, at_ts: int) -> Action:

@@ -29,7 +29,6 @@ from engine.logical.manifest import (
     DumpFile,
     DumpManifest,
     DumpTable,
-    HashKind,
     chain_hash,
 )
 from engine.pipeline import SourceAtS
@@ -92,7 +91,7 @@ def _dump_table_locally(
     share.finish()
     if not files:  # an empty table still gets one (empty) file: its schema travels
         files, hashes = _empty_part(dest, root, folder, table.schema.arrow())
-    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "row-parts")
+    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files)
 
 
 def _finished(
@@ -138,9 +137,7 @@ class PartWriter:
         self._writer.abort()
 
 
-def _entry(
-    table: TableRecord, rows: int, digest: str, files: list[DumpFile], kind: HashKind = "table"
-) -> DumpTable:
+def _entry(table: TableRecord, rows: int, digest: str, files: list[DumpFile]) -> DumpTable:
     schema = table.schema
     return DumpTable(
         table.database,
@@ -151,7 +148,7 @@ def _entry(
         rows,
         digest,
         tuple(files),
-        kind,
+        "row-parts",
     )
 
 
@@ -233,7 +230,7 @@ def _dump_table_by_executors(
             hashes.append(row["hash"])
     if not files:  # an empty table still gets one (empty) file: its schema travels
         files, hashes = _empty_part(dest, root, folder, schema.arrow())
-    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files, "row-parts")
+    return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files)
 
 
 def dump_tenant(

@@ -2,10 +2,10 @@
 
 A dump is complete exactly when its ``manifest.json`` exists: every data
 file is written before it, so a crash mid-dump leaves no loadable dump. The
-manifest records the format version (an unknown one is refused), the source
-tenant and time S, the DDL as of S (columns, key, fingerprint), and per table
-the row count, the content hash of its rows and every file with its size and
-sha256.
+manifest records the format version (any other than this Rewind's is
+refused), the source tenant and time S, the DDL as of S (columns, key,
+fingerprint), and per table the row count, the content hash of its rows and
+every file with its size and sha256.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Literal
 import pyarrow as pa
 
 from tenants.errors import CorruptObject, InvalidArgument, ObjectMissing
-from tenants.objects.codec import content_hash
 from tenants.objects.reader import digest_of
 from tenants.objects.record import ObjectRecord
 from tenants.objects.row_hash import RowHasher
@@ -27,11 +26,9 @@ from tenants.objectstore import ObjectStore
 from tenants.schema import TableSchema
 
 FORMAT = "rewind-dump"
-# 3: every table's hash is "row-parts" (tenants.objects.row_hash per file, streamed);
-# 2: a table's hash may be "parts" (files written by Spark executors); 1 and 2 are still read.
+# 3: every table's hash is "row-parts" (tenants.objects.row_hash per file, streamed).
 FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
-HashKind = Literal["table", "parts", "row-parts"]
+HashKind = Literal["row-parts"]
 MANIFEST = "manifest.json"
 
 
@@ -53,13 +50,11 @@ class DumpTable:
     rows: int
     content_hash: str
     files: tuple[DumpFile, ...]
-    # "row-parts" (format 3): chain_hash of each file's canonical row hash
+    # "row-parts": chain_hash of each file's canonical row hash
     # (tenants.objects.row_hash), in file (= key) order: every writer, local or a Spark
     # executor, hashes its file's rows as it streams them, and no process needs
-    # the whole table. Formats 1 and 2 (read only): "table", the legacy
-    # content_hash of all rows in key order, and "parts", a chain of legacy
-    # content hashes per file.
-    hash_kind: HashKind = "table"
+    # the whole table.
+    hash_kind: HashKind = "row-parts"
 
     @property
     def qualified(self) -> str:
@@ -115,10 +110,10 @@ class DumpManifest:
             raise InvalidArgument(
                 f"{where} is not a Rewind dump manifest (format {raw.get('format')!r})"
             )
-        if raw.get("format_version") not in READABLE_VERSIONS:
+        if raw.get("format_version") != FORMAT_VERSION:
             raise InvalidArgument(
                 f"dump {where} has format version {raw.get('format_version')!r}; this Rewind reads "
-                f"versions {', '.join(map(str, READABLE_VERSIONS))}: use a matching Rewind to load it"
+                f"version {FORMAT_VERSION}: use a matching Rewind to load it"
             )
         tables = tuple(
             DumpTable(**{**t, "files": tuple(DumpFile(**f) for f in t["files"])})
@@ -129,13 +124,12 @@ class DumpManifest:
 
 class TableCheck:
     """A table's rows, fed in key order as a reload reads them back, hashed the
-    way its manifest entry was: streamed for "row-parts" (a hasher per file,
-    cut at the files' row counts); whole for the legacy kinds of old dumps."""
+    way its manifest entry was: streamed, a hasher per file, cut at the files'
+    row counts."""
 
     def __init__(self, table: DumpTable) -> None:
         self.table = table
         self.rows = 0
-        self._legacy: list[pa.Table] = []
         self._sizes = [f.rows for f in table.files]
         self._done: list[str] = []
         self._schema: pa.Schema | None = None
@@ -144,9 +138,6 @@ class TableCheck:
 
     def update(self, rows: pa.Table) -> None:
         self.rows += rows.num_rows
-        if self.table.hash_kind != "row-parts":
-            self._legacy.append(rows)
-            return
         self._schema = rows.schema
         while rows.num_rows:
             if self._hasher is None:
@@ -162,27 +153,16 @@ class TableCheck:
 
     def digest(self) -> str:
         schema = TableSchema.from_json(self.table.columns_json, self.table.primary_key_json)
-        if self.table.hash_kind == "row-parts":
-            parts = list(self._done)
-            if self._hasher is not None:
-                parts.append(self._hasher.hexdigest())
-            while len(parts) < len(self._sizes):  # empty files (an empty table's one)
-                parts.append(RowHasher(self._schema or schema.arrow()).hexdigest())
-            return chain_hash(parts)
-        keys = list(schema.primary_key)
-        rows = pa.concat_tables(self._legacy) if self._legacy else schema.arrow().empty_table()
-        if self.table.hash_kind == "table":
-            return content_hash(rows, keys)
-        rows = rows.sort_by([(k, "ascending") for k in keys]) if rows.num_rows else rows
-        offsets, legacy = 0, []
-        for entry in self.table.files:
-            legacy.append(content_hash(rows.slice(offsets, entry.rows), keys))
-            offsets += entry.rows
-        return chain_hash(legacy)
+        parts = list(self._done)
+        if self._hasher is not None:
+            parts.append(self._hasher.hexdigest())
+        while len(parts) < len(self._sizes):  # empty files (an empty table's one)
+            parts.append(RowHasher(self._schema or schema.arrow()).hexdigest())
+        return chain_hash(parts)
 
 
 def chain_hash(part_hashes: Sequence[str]) -> str:
-    """A "parts" table hash: sha256 of the parts' content hashes, in key order."""
+    """A table's hash: sha256 of its files' row hashes, in key order."""
     return hashlib.sha256("\n".join(part_hashes).encode()).hexdigest()
 
 

@@ -25,12 +25,7 @@ from engine.pipeline import Installed, RestorePlan, RewriteResult
 from engine.restore.journal import transition
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.commits import record_commit
-from tenants.catalog.engine.install import (
-    has_reuse_pins,
-    insert_database,
-    insert_restored_tenant,
-    install_reused_members,
-)
+from tenants.catalog.engine.install import insert_database, insert_restored_tenant
 from tenants.catalog.engine.jobs import mark_installed
 from tenants.catalog.engine.pins import release_pins
 from tenants.catalog.engine.table_restore import (
@@ -40,7 +35,7 @@ from tenants.catalog.engine.table_restore import (
 )
 from tenants.catalog.objects import insert_cut_members
 from tenants.catalog.tables import database_row_at
-from tenants.catalog.totals import add_totals, recount
+from tenants.catalog.totals import add_totals
 from tenants.errors import ConcurrentModification, InvalidArgument
 from tenants.handover import hand_over_name
 from tenants.objects.record import add_member, insert_object
@@ -195,17 +190,10 @@ def _install_objects(
 ) -> None:
     """Reused objects are inherited (the job's bases, written when it started), and
     counted in the new tables' totals from the plan; rewritten ones are new objects,
-    or, ``instant``, the straddlers themselves held with a cut at S.
-    A job an earlier Rewind started has its reused objects in its pins instead."""
+    or, ``instant``, the straddlers themselves held with a cut at S."""
     add_totals(
         tx, ((table.new_table_id, *group) for table in plan.tables for group in table.reuse_groups)
     )
-    if has_reuse_pins(tx, plan.job_id):
-        for table in plan.tables:
-            if install_reused_members(
-                tx, plan.job_id, table.source_table_id, table.new_table_id, ts
-            ):
-                recount(tx, table.new_table_id)
     out_table = {task.task_id: task.out_table_id for task in plan.tasks}
     if instant:
         insert_cut_members(

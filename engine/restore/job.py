@@ -62,7 +62,7 @@ from engine.restore.lease import (
     LeaseLost,
     StopRequested,
 )
-from engine.restore.members import PlanOutdated, require_current_pins
+from engine.restore.members import PlanOutdated
 from engine.restore.plan import plan_restore
 from engine.restore.source import source_at
 from engine.restore.swap import still_cut, swap_rewrites
@@ -311,11 +311,20 @@ def run_restore(
     )
     if on_started is not None:
         on_started(
-            Started(job.plan, choice.name, choice.reason, chosen, proposal.method_reason, job.instant)
+            Started(
+                job.plan, choice.name, choice.reason, chosen, proposal.method_reason, job.instant
+            )
         )
     lease.begin()
     outcome = _run(
-        store, job, lease, progress, {"plan": proposal.planned_s}, executors, on_installed, wait=wait
+        store,
+        job,
+        lease,
+        progress,
+        {"plan": proposal.planned_s},
+        executors,
+        on_installed,
+        wait=wait,
     )
     return replace(outcome, executor_reason=choice.reason)
 
@@ -336,9 +345,6 @@ def resume_restore(
     job = load_job(store.catalog, job_id)
     if job.state in ("done", "cancelled"):
         raise InvalidArgument(f"restore job {job_id} is {job.state}; there is nothing to resume")
-    if job.installed_ts is None:  # an installed job's tables hold what it reads
-        with store.catalog.snapshot() as tx:
-            require_current_pins(tx, job.id, job.plan.source.ref)
     lease = JobLease(store.catalog, job_id)
     lease.acquire(active_states=ACTIVE_STATES)
     # Read the job again under the lease: another process may have finished or

@@ -24,16 +24,14 @@ from engine.pipeline import Action, RestorePlan, classify
 from tenants.catalog import Tx
 from tenants.catalog.engine.gc import gc_decided_since
 from tenants.catalog.engine.pins import (
-    has_legacy_pins,
     inherited_key_sizes,
     inherited_member_tuples,
     pin_rewrites,
-    pinned_key_sizes,
     pinned_member_tuples,
 )
 from tenants.catalog.engine.restore_plan import members_at_tuples
 from tenants.catalog.inherited import insert_job_bases
-from tenants.errors import ConcurrentModification, InvalidArgument
+from tenants.errors import ConcurrentModification
 from tenants.objects.record import ObjectRecord, record_from_tuple
 
 
@@ -76,22 +74,15 @@ def pin_plan(tx: Tx, plan: RestorePlan) -> None:
     pin_rewrites(tx, plan.job_id, [(source_of[t.out_table_id], t.task_id) for t in plan.tasks])
 
 
-def require_current_pins(tx: Tx, job_id: str, tenant_ref: str) -> None:
-    """Refuse a job pinned before pins named their action (catalog step 6)."""
-    if has_legacy_pins(tx, job_id):
-        raise InvalidArgument(
-            f"restore job {job_id} of tenant {tenant_ref} was started by an earlier Rewind "
-            f"and cannot be resumed; cancel it with `--cancel {job_id}` and restore again"
-        )
-
-
 def pinned(tx: Tx, plan: RestorePlan, action: Action | None = None) -> Members:
     """A job's objects with their records, per source table, oldest first: what
-    its tables inherit (``reuse``) and its pins."""
-    rows: list[tuple[str, Action, ObjectRecord]] = [
-        (r[0], r[1], record_from_tuple(r[2:]))
-        for r in pinned_member_tuples(tx, plan.job_id, action)
-    ]
+    its tables inherit (``reuse``) and its pins (``rewrite``)."""
+    rows: list[tuple[str, Action, ObjectRecord]] = []
+    if action != "reuse":
+        rows.extend(
+            (r[0], r[1], record_from_tuple(r[2:]))
+            for r in pinned_member_tuples(tx, plan.job_id, action)
+        )
     if action in (None, "reuse"):
         rows.extend(
             (table.source_table_id, "reuse", record_from_tuple(r))
@@ -101,14 +92,10 @@ def pinned(tx: Tx, plan: RestorePlan, action: Action | None = None) -> Members:
     return _grouped(rows)
 
 
-def pinned_sizes(tx: Tx, plan: RestorePlan, action: Action) -> list[tuple[str, int]]:
-    """(key, bytes) of a job's objects of ``action``: all that listing-based
-    verification needs."""
-    sizes = pinned_key_sizes(tx, plan.job_id, action)
-    if action == "reuse":
-        for table in plan.tables:
-            sizes.extend(inherited_key_sizes(tx, table.new_table_id))
-    return sizes
+def reused_sizes(tx: Tx, plan: RestorePlan) -> list[tuple[str, int]]:
+    """(key, bytes) of the objects a job's tables inherit: all that listing-based
+    verification needs of what it reuses."""
+    return [size for table in plan.tables for size in inherited_key_sizes(tx, table.new_table_id)]
 
 
 def live_members(tx: Tx, plan: RestorePlan) -> Members:

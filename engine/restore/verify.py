@@ -22,7 +22,7 @@ from engine.pipeline import (
     Verified,
     VerifyLevel,
 )
-from engine.restore.members import pinned_sizes
+from engine.restore.members import reused_sizes
 from engine.restore.source import source_at
 from tenants.catalog import Catalog
 from tenants.errors import CorruptObject, ObjectMissing
@@ -49,7 +49,7 @@ def verify_objects(
         CorruptObject: an object's listed size differs from its record.
     """
     with catalog.snapshot() as tx:
-        sizes = pinned_sizes(tx, plan, "reuse")
+        sizes = reused_sizes(tx, plan)
     sizes += [(r.output.key, r.output.bytes) for r in results]
     sizes += also
     expected: dict[str, dict[str, int]] = defaultdict(dict)

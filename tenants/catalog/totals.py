@@ -5,9 +5,8 @@ inherits, ``tenants.catalog.inherited``) per (kind, schema fingerprint). Every
 statement that changes a view keeps it: a member added or ended, a shadow, a
 restored table's inherited share (from its plan), a purge or release. A
 restore plan then reads the totals and only the members after S, never every
-member (``engine.restore.plan``). ``recount`` rebuilds a table's totals from
-its view: the tests' invariant, and the install of a job an earlier Rewind
-started.
+member (``engine.restore.plan``). ``counted`` counts a table's view member
+by member: the tests' invariant.
 """
 
 from __future__ import annotations
@@ -91,9 +90,3 @@ def counted(tx: Tx, table_id: str) -> dict[Group, tuple[int, int]]:
             params,
         )
     }
-
-
-def recount(tx: Tx, table_id: str) -> None:
-    """Rebuild the table's totals from its view."""
-    tx.execute("DELETE FROM member_totals WHERE table_id = ?", (table_id,))
-    add_totals(tx, ((table_id, *group, n, b) for group, (n, b) in counted(tx, table_id).items()))

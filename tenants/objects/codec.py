@@ -1,19 +1,16 @@
-"""Parquet bytes in memory, for what is small by nature, and the legacy row hash.
+"""Parquet bytes in memory, for what is small by nature.
 
 Objects stream (tenants.objects.writer, tenants.objects.reader); this module is
-left with what fits in memory by definition: an empty dump file, an object
-under a few MB fetched whole, and ``content_hash``, the whole-table hash that
-dumps of formats 1 and 2 carry (tenants.objects.row_hash replaced it). Reads hand
-Arrow only Arrow-owned memory, never a Python object: see :func:`arrow_buffer`
-for why. (Writes need no such care: the writer runs on the calling thread and
-is closed before ``encode`` returns.)
+left with what fits in memory by definition: an empty dump file and an object
+under a few MB fetched whole. Reads hand Arrow only Arrow-owned memory, never a
+Python object: see :func:`arrow_buffer` for why. (Writes need no such care: the
+writer runs on the calling thread and is closed before ``encode`` returns.)
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,20 +55,3 @@ def decode(data: bytes, where: str, checksum: str | None = None) -> pa.Table:
         return pq.read_table(pa.BufferReader(arrow_buffer(data)))
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptObject(f"object {where} is not readable Parquet: {e}") from e
-
-
-def content_hash(table: pa.Table, sort_keys: Sequence[str]) -> str:
-    """sha256 of the rows in a canonical order, independent of chunking and files.
-
-    Rows are sorted by ``sort_keys`` and written as one Arrow IPC stream of a
-    single contiguous record batch; schema metadata is dropped.
-    """
-    table = table.replace_schema_metadata(None)
-    if table.num_rows:
-        table = table.sort_by([(k, "ascending") for k in sort_keys])
-    table = table.combine_chunks()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        for batch in table.to_batches(max_chunksize=table.num_rows or None):
-            writer.write_batch(batch)
-    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()

@@ -67,30 +67,6 @@ def insert_schema_versions(tx: Tx, rows: Sequence[tuple[str, int, str, str, str]
     )
 
 
-def has_reuse_pins(tx: Tx, job_id: str) -> bool:
-    """Whether job ``job_id`` pinned its reused objects one by one (started before
-    tables inherited by reference): only then does its install copy them."""
-    return (
-        tx.one("SELECT 1 FROM job_pins WHERE job_id = ? AND action = 'reuse' LIMIT 1", (job_id,))
-        is not None
-    )
-
-
-def install_reused_members(
-    tx: Tx, job_id: str, source_table_id: str, table_id: str, ts: int
-) -> int:
-    """For a job started before tables inherited by reference (its pins list the
-    objects it reuses): make each a member of ``table_id`` from ``ts``, with one
-    ``INSERT ... SELECT`` from the pins, so the pins must still be there (release
-    them after this, in the same transaction). Returns how many joined."""
-    return tx.execute(
-        "INSERT INTO membership (table_id, object_id, added_ts, max_ts) "
-        "SELECT ?, p.object_id, ?, o.max_ts FROM job_pins p JOIN objects o ON o.id = p.object_id "
-        "WHERE p.job_id = ? AND p.table_id = ? AND p.action = 'reuse'",
-        (table_id, ts, job_id, source_table_id),
-    )
-
-
 def installed_tenant(tx: Tx, tenant_id: str) -> Row | None:
     """``id``, ``name``, ``state`` of the tenant if it exists outside staging: a
     job whose new tenant this finds has installed it."""

@@ -4,11 +4,9 @@ A job pins the source by time: when it starts it writes, per source table, the
 bases the table it installs will inherit (``tenants.catalog.inherited``): a
 constant number of rows, however many objects they reach. Only the objects it
 rewrites (which straddle S, so no base reaches them) get a ``job_pins`` row,
-naming job, source table, object and action ``rewrite``. Jobs started before
-bases existed also have ``reuse`` pins (or ``legacy``, before pins named their
-action). GC keeps every pinned object and everything an unreleased base
-reaches; pins and uninstalled bases go in the transaction that installs or
-cancels the job.
+naming job, source table, object and action ``rewrite``. GC keeps every
+pinned object and everything an unreleased base reaches; pins and uninstalled
+bases go in the transaction that installs or cancels the job.
 """
 
 from __future__ import annotations
@@ -28,14 +26,6 @@ def pin_rewrites(tx: Tx, job_id: str, inputs: Sequence[tuple[str, str]]) -> None
         "job_pins",
         ("job_id", "table_id", "object_id", "action"),
         ((job_id, table_id, object_id, "rewrite") for table_id, object_id in inputs),
-    )
-
-
-def has_legacy_pins(tx: Tx, job_id: str) -> bool:
-    """Whether the job was pinned before pins named their action (catalog step 6)."""
-    return (
-        tx.one("SELECT 1 FROM job_pins WHERE job_id = ? AND action = 'legacy'", (job_id,))
-        is not None
     )
 
 
@@ -63,18 +53,6 @@ def inherited_key_sizes(tx: Tx, table_id: str) -> list[tuple[str, int]]:
     """(key, bytes) of what ``table_id`` inherits through its bases."""
     sql, params = view_select(tx, table_id, "o.object_key, o.byte_size", own=False)
     return [(key, int(size)) for key, size in tx.tuples(sql, params)]
-
-
-def pinned_key_sizes(tx: Tx, job_id: str, action: str) -> list[tuple[str, int]]:
-    """(key, bytes) of a job's pins of ``action``."""
-    return [
-        (key, int(size))
-        for key, size in tx.tuples(
-            "SELECT o.object_key, o.byte_size FROM job_pins p JOIN objects o ON o.id = p.object_id "
-            "WHERE p.job_id = ? AND p.action = ?",
-            (job_id, action),
-        )
-    ]
 
 
 def release_pins(tx: Tx, job_id: str) -> None:

@@ -49,7 +49,6 @@ from tenants.errors import (
     NotFound,
     ObjectMissing,
 )
-from tenants.objects.codec import content_hash
 from tenants.objects.row_hash import rows_hash
 from tenants.store import TableStore
 from tests.helpers.backups import (
@@ -619,20 +618,6 @@ def _put_manifest(store: TableStore, raw: dict[str, Any]) -> None:
     store.objects.put(f"{ROOT}/{MANIFEST}", json.dumps(raw).encode())
 
 
-def test_a_version_1_dump_still_loads(store: TableStore, source: Source) -> None:
-    """Dumps (and logical backups) written before "parts" hashes existed: one legacy
-    content hash of each whole table."""
-    dump(store)
-    raw = _manifest_json(store)
-    for table in raw["tables"]:
-        assert table.pop("hash_kind") == "row-parts"
-        rows = store.read("acme", DB, table["name"], "mon")
-        table["content_hash"] = content_hash(rows, json.loads(table["primary_key_json"]))
-    _put_manifest(store, raw | {"format_version": 1})
-    reload_dump(store, store.objects, ROOT, target_name="copy")
-    assert reads(store, "copy") == AT_MON
-
-
 def _missing_file(store: TableStore) -> str:
     # The last file loaded (orders): the files before it are loaded first.
     path = f"{ROOT}/tables/shop.orders/part-00000.parquet"
@@ -651,6 +636,15 @@ def _tampered_file(store: TableStore) -> str:
 def _unknown_version(store: TableStore) -> str:
     _put_manifest(store, _manifest_json(store) | {"format_version": FORMAT_VERSION + 1})
     return f"format version {FORMAT_VERSION + 1}"
+
+
+def _version_1(store: TableStore) -> str:
+    """Format 1 (a whole-table hash, no hash kind) is refused like any other version."""
+    raw = _manifest_json(store)
+    for table in raw["tables"]:
+        del table["hash_kind"]
+    _put_manifest(store, raw | {"format_version": 1})
+    return f"format version 1; this Rewind reads version {FORMAT_VERSION}: use a matching Rewind"
 
 
 def _altered_fingerprint(store: TableStore) -> str:
@@ -679,6 +673,7 @@ BAD_DUMPS: dict[str, tuple[Any, type[Exception]]] = {
     "missing_file": (_missing_file, ObjectMissing),
     "tampered_file": (_tampered_file, CorruptObject),
     "unknown_format_version": (_unknown_version, InvalidArgument),
+    "format_version_1": (_version_1, InvalidArgument),
     "altered_fingerprint": (_altered_fingerprint, CorruptObject),
     "altered_columns": (_altered_columns, CorruptObject),
     "existing_name": (_existing_name, AlreadyExists),

@@ -10,22 +10,19 @@ restored tenant must equal an uninterrupted restore of the same point.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from engine.gc.run import run_gc
-from engine.pipeline import Action
 from engine.restore.job import PLAN_ATTEMPTS, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import RestoreInProgress, load_job, start_job
-from engine.restore.members import PlanOutdated, live_members, pinned
-from engine.restore.plan import plan_in
+from engine.restore.members import PlanOutdated, pinned
 from tenants.errors import InvalidArgument, StorageError, TransientError
 from tenants.store import TableStore
 from tests.helpers.restores import (
@@ -549,41 +546,3 @@ def test_a_source_that_keeps_being_collected_fails_the_restore_and_journals_noth
     )
     assert s.store.tenant(s.name).id == s.before.tenant.id
     assert reads(s.store, s.name, "mon") == {"db.items": ITEMS_AT_MON, "db.users": USERS_AT_MON}
-
-
-def test_a_job_journaled_before_set_based_plans_is_cancelled_not_resumed(scenario):
-    """What catalog step 6 leaves of a job an earlier Rewind started: a plan that lists
-    every object, and pins that name no table or action."""
-    s = scenario
-    with s.store.catalog.snapshot() as tx:
-        plan = plan_in(tx, s.name, "mon")
-        members = live_members(tx, plan)
-    job = start_job(s.store.catalog, plan, executor="local", verify="objects")
-    legacy = json.loads(plan.to_json())
-    for table in legacy["tables"]:
-        del table["counts"], table["rewrites"]
-        table["objects"] = [
-            {"action": m.action, "object": asdict(m.object)}
-            for m in members.get(table["source_table_id"], [])
-        ]
-    with s.store.catalog.transaction() as tx:
-        tx.execute(
-            "UPDATE restore_plans SET plan_json = ? WHERE job_id = ?", (json.dumps(legacy), job.id)
-        )
-        tx.execute(
-            "UPDATE job_pins SET table_id = '', action = 'legacy' WHERE job_id = ?", (job.id,)
-        )
-
-    loaded = load_job(s.store.catalog, job.id).plan
-    # the legacy list above leaves out skipped objects
-    used: tuple[Action, ...] = ("reuse", "rewrite")
-    assert [[t.totals()[a] for a in used] for t in loaded.tables] == [
-        [t.totals()[a] for a in used] for t in plan.tables
-    ]
-    assert [t.rewrites for t in loaded.tables] == [t.rewrites for t in plan.tables]
-    with pytest.raises(InvalidArgument, match=f"earlier Rewind.*--cancel {job.id}"):
-        resume_restore(s.store, job.id)
-    assert job_state(s.store, job.id) == "planned"
-    cancel_restore(s.store, job.id)
-    assert job_state(s.store, job.id) == "cancelled" and pins_of(s.store, job.id) == []
-    s.source_untouched()

@@ -1,11 +1,10 @@
 """The restore path's catalog layer: SQL only under tenants/catalog/, hot queries on their indexes.
 
-The restore planner reads a table's members after S, and a job installed by an
-earlier Rewind copies its reused membership from its pins: on SQLite they stay
-fast only while they stay on ``membership_view``'s range and on the pins'
-primary key. These tests read SQLite's own query plan for the exact
-statements the catalog functions run, so a rewrite of the layer (another
-library, another dialect) that loses an index fails here, not in a benchmark.
+The restore planner reads a table's members after S: on SQLite that stays
+fast only while it stays on ``membership_view``'s range. This test reads
+SQLite's own query plan for the exact statements the catalog function runs,
+so a rewrite of the layer (another library, another dialect) that loses an
+index fails here, not in a benchmark.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import Any
 import pytest
 
 from tenants.catalog import Tx
-from tenants.catalog.engine.install import install_reused_members
 from tenants.catalog.engine.restore_plan import members_after_tuples
 from tenants.store import TableStore
 from tests.helpers.item_rows import SCHEMA, rows
@@ -57,9 +55,6 @@ def query_plan(store: TableStore, run: Callable[[Any, str, int], object]) -> lis
         ]
 
 
-JOB = "j" * 32
-
-
 @pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
 def test_restore_planning_reads_only_the_members_after_s_through_one_index_range(
     store: TableStore,
@@ -68,18 +63,5 @@ def test_restore_planning_reads_only_the_members_after_s_through_one_index_range
     assert any(
         "COVERING INDEX membership_view (table_id=? AND removed_ts=? AND max_ts>?)" in step
         for step in plan
-    ), plan
-    assert not any(step.startswith("SCAN") for step in plan), plan
-
-
-@pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
-def test_an_earlier_jobs_install_joins_reused_objects_from_the_pins_primary_key(
-    store: TableStore,
-) -> None:
-    plan = query_plan(
-        store, lambda tx, table, ts: install_reused_members(tx, JOB, table, "n" * 32, ts)
-    )
-    assert any(
-        step.startswith("SEARCH p USING INDEX sqlite_autoindex_job_pins") for step in plan
     ), plan
     assert not any(step.startswith("SCAN") for step in plan), plan
