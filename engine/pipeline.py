@@ -10,8 +10,10 @@ A restore reads as values handed along one line (docs/architecture.md)::
 This module is a leaf of ``engine``: it imports nothing from ``engine``, so
 every package (the executors, the logical path, backups, GC, the CLI) can name
 these values without importing the packages that produce them. The choices a
-caller makes (executor, verification, method) are ``Literal`` types here too,
-with the tuples the CLI offers and the API checks.
+caller makes (executor, verification, method, a backup's kind) are ``Literal``
+types here too, with the tuples the CLI offers and the API checks, and so is
+the restore's default mode (``INSTANT_BY_DEFAULT``): the CLI's options name
+them without importing the restore or the backup.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tenants.errors import InvalidArgument
 from tenants.objects.record import ObjectRecord, object_key, rewritten_object_id
 from tenants.objectstore import ObjectStore
-from tenants.reads.visible import ReadPlan
 from tenants.schema import TableSchema
 from tenants.tenancy import TableRecord, TenantRecord
+
+if TYPE_CHECKING:
+    from tenants.reads.visible import ReadPlan
 
 Action = Literal["reuse", "rewrite", "skip"]
 Mode = Literal["in_place", "clone"]
@@ -39,6 +43,18 @@ VerifyLevel = Literal["none", "objects", "full"]
 VERIFY_LEVELS: tuple[VerifyLevel, ...] = ("none", "objects", "full")
 Method = Literal["physical", "logical", "auto"]
 METHODS: tuple[Method, ...] = ("physical", "logical", "auto")
+# A backup's kind (engine.backup.api, which re-exports it; `backup create --kind`).
+Kind = Literal["logical", "physical"]
+
+# Whether a restore installs first (instant) when its caller says neither way: the
+# CLI's default for --instant / --rewrite-first (its help reads it from here). Measured
+# (benchmarks/README.md, bench_instant_restore): a full scan through cut members took
+# 0.96-1.21x the scan after the swap, the whole instant job 0.80-0.97x a rewrite-first
+# one, and the tenant is usable 15-53 ms after the call instead of after the rewrite:
+# instant by default (docs/decisions.md). A logical restore is never instant.
+# (Here rather than in engine.restore.job, which re-exports it, so that the CLI's
+# help reads it without importing the restore.)
+INSTANT_BY_DEFAULT = True
 
 
 def check_executor(name: str) -> ExecutorName:
@@ -292,6 +308,8 @@ class SourceTable:
 
     def read(self, source: TenantRecord, at_ts: int) -> ReadPlan:
         """The source table read at S, from exactly the job's objects."""
+        from tenants.reads.visible import ReadPlan
+
         record = self.plan.record(self.plan.source_table_id, source.id)
         return ReadPlan(source, record, at_ts, self.reused + self.plan.rewrites)
 

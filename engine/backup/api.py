@@ -12,7 +12,7 @@ import itertools
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from engine.backup.destination import (
     BackupEntry,
@@ -32,6 +32,7 @@ from engine.backup.physical import (
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
+from engine.pipeline import Kind as Kind
 from tenants.catalog.engine.staging import tenant_state
 from tenants.catalog.tenants import active_holder_id
 from tenants.errors import InvalidArgument, NotFound
@@ -41,8 +42,6 @@ from tenants.objectstore import ObjectStore
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id
 from tenants.times import AsOf
-
-Kind = Literal["logical", "physical"]
 
 
 @dataclass(frozen=True)

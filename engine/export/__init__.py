@@ -6,12 +6,46 @@ files and a manifest, published by a pointer (engine.export.parquet); the
 Iceberg format commits one Iceberg snapshot per export, copying the objects
 wholly visible at the time inside the object store and rewriting the rest
 (engine.export.iceberg).
+
+The names load on first use (PEP 562), as ``engine``'s do: ``rewind export
+--help`` reads the formats (engine.export.plan) without loading the export.
 """
 
 from __future__ import annotations
 
-from engine.export.api import export_tables
-from engine.export.plan import FORMATS, Format, check_format
-from engine.export.result import ExportResult, TableExported
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "export_tables": "engine.export.api",
+    "FORMATS": "engine.export.plan",
+    "Format": "engine.export.plan",
+    "check_format": "engine.export.plan",
+    "ExportResult": "engine.export.result",
+    "TableExported": "engine.export.result",
+}
 
 __all__ = ["FORMATS", "ExportResult", "Format", "TableExported", "check_format", "export_tables"]
+
+
+def __getattr__(name: str) -> Any:
+    """Load an export's module when the name is first used (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine.export' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr__
+    from engine.export.api import export_tables as export_tables
+    from engine.export.plan import FORMATS as FORMATS
+    from engine.export.plan import Format as Format
+    from engine.export.plan import check_format as check_format
+    from engine.export.result import ExportResult as ExportResult
+    from engine.export.result import TableExported as TableExported

@@ -13,15 +13,16 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, NotFound
 from tenants.names import did_you_mean, object_name, qualified_table
-from tenants.reads.visible import ReadPlan, read_plan_in
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, parse_tenant_ref, tables_at
-from tenants.timeline.lineage import resolve_time
 from tenants.times import AsOf, format_ts
+
+if TYPE_CHECKING:
+    from tenants.reads.visible import ReadPlan
 
 Format = Literal["parquet", "iceberg"]
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -135,6 +136,9 @@ def plan_export(
         UnprotectedTime: the time is not protected.
         InvalidName, InvalidArgument: a malformed name or time.
     """
+    from tenants.reads.visible import read_plan_in
+    from tenants.timeline.lineage import resolve_time
+
     parse_tenant_ref(tenant)
     scope = Scope.parse(tables)
     with catalog.snapshot() as tx:

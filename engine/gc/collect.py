@@ -25,6 +25,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from engine.gc import DEFAULT_GRACE_US
 from engine.gc.clocks import aged, real_now
 from engine.gc.purge import PurgeResult, expire_retention
 from tenants.catalog import Catalog, Tx
@@ -36,10 +37,8 @@ from tenants.catalog.engine.gc import (
 )
 from tenants.objectstore import ObjectStore
 from tenants.progress import step
-from tenants.times import US
 
 log = logging.getLogger(__name__)
-DEFAULT_GRACE_US = US["h"]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from engine.gc import DEFAULT_THRESHOLD
 from tenants.catalog import Catalog
 from tenants.compaction import CompactionResult, compact_table, count_unneeded
 from tenants.errors import ConcurrentModification, CorruptObject, ObjectMissing
@@ -30,8 +31,6 @@ from tenants.tenancy import TableRecord, list_tenants, tables_at
 from tenants.timeline.protection import Protection, protection
 
 log = logging.getLogger(__name__)
-
-DEFAULT_THRESHOLD = 0.2
 
 
 @dataclass(frozen=True)

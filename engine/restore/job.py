@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from engine.executors import DEFAULT_EXECUTORS
 from engine.logical.runner import ensure_dump, reload_as_restore
+from engine.pipeline import INSTANT_BY_DEFAULT as INSTANT_BY_DEFAULT
 from engine.pipeline import (
     ExecutorChoice,
     ExecutorName,
@@ -83,13 +84,6 @@ PLAN_ATTEMPTS = 3
 Progress = Callable[[RewriteResult], None]
 # Told as soon as an instant job's tenant is installed (usable), before the rewrite.
 OnInstalled = Callable[[Installed], None]
-# Whether a restore installs first (instant) when its caller says neither way: the
-# CLI's default for --instant / --rewrite-first (its help reads it from here). Measured
-# (benchmarks/README.md, bench_instant_restore): a full scan through cut members took
-# 0.96-1.21x the scan after the swap, the whole instant job 0.80-0.97x a rewrite-first
-# one, and the tenant is usable 15-53 ms after the call instead of after the rewrite:
-# instant by default (docs/decisions.md). A logical restore is never instant.
-INSTANT_BY_DEFAULT = True
 
 
 @dataclass(frozen=True)
