@@ -17,9 +17,23 @@ it, redacted.
 
 from __future__ import annotations
 
+import sys
+
+from tenants import __version__
+
+# `rewind --version` answers before typer is imported. Importing typer and rich
+# takes about 0.08 s, and before typer parses even an eager option it builds the
+# whole command tree (importing every *_cmds module): 0.16 s in all, against a
+# budget of 0.1 s for a version check (benchmarks/bench_cli_start.py). Only the
+# bare `--version` of `python -m engine.cli.app` takes this path, printing what
+# _show_version prints; any other command line (`--json --version`, `--version
+# tenant list`) goes through typer as before.
+if __name__ == "__main__" and sys.argv[1:] == ["--version"]:
+    print(f"rewind {__version__}")
+    raise SystemExit(0)
+
 import io
 import os
-import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
@@ -46,7 +60,6 @@ from engine.cli import (
 )
 from engine.cli.context import CliState
 from engine.cli.progress import watched
-from tenants import __version__
 from tenants.errors import RewindError
 from tenants.spark.logs import show_spark_logs
 from tenants.spark.session import request_master

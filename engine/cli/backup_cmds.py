@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine.backup.api import (
-    backups,
-    create_backup,
-    delete_backup,
-    restore_backup,
-    show_backup,
-    verify_backup,
-)
-from engine.backup.destination import BackupEntry, open_destination, read_manifest
 from engine.cli import render
 from engine.cli.choices import BackupKindOption
 from engine.cli.confirm import YesOption, confirm
@@ -26,6 +17,9 @@ from engine.cli.render_layout import Stack, fixed, human_bytes, local_time, titl
 from tenants.errors import NotFound
 from tenants.names import backup_id as checked_backup_id
 from tenants.names import tenant_name
+
+if TYPE_CHECKING:
+    from engine.backup.destination import BackupEntry
 
 app = typer.Typer(
     help="Backups that outlive the bucket: logical dumps or physical object copies.",
@@ -74,6 +68,8 @@ def create(
     Example:
       rewind backup create acme --snapshot mon --to s3://backups/rewind
     """
+    from engine.backup.api import create_backup
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     result = create_backup(state.store(), tenant, snapshot, to, kind=kind)
@@ -90,6 +86,8 @@ def create(
 @app.command("list")
 def list_(ctx: typer.Context, uri: Uri) -> None:
     """List the backups at a destination (incomplete and unreadable ones too, flagged)."""
+    from engine.backup.api import backups
+
     state = cli_state(ctx)
     entries = backups(uri)
     if state.json:
@@ -144,12 +142,16 @@ def _backups_table(uri: str, entries: list[BackupEntry]) -> Table:
 @app.command("show")
 def show(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
     """Show a backup's manifest (without its file list)."""
+    from engine.backup.api import show_backup
+
     render.emit_json(render.with_times(show_backup(uri, backup_id), "at_ts", "created_ts"))
 
 
 @app.command("verify")
 def verify(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
     """Re-read every file of a backup and check sizes and hashes, without loading it."""
+    from engine.backup.api import verify_backup
+
     state = cli_state(ctx)
     files = verify_backup(uri, backup_id)
     if state.json:
@@ -161,6 +163,8 @@ def verify(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
 @app.command("delete")
 def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId, yes: YesOption = False) -> None:
     """Delete a backup (objects other backups still use are kept)."""
+    from engine.backup.api import backups, delete_backup
+
     state = cli_state(ctx)
     checked_backup_id(backup_id)
 
@@ -204,6 +208,9 @@ def restore(
     ] = False,
 ) -> None:
     """Restore a backup into this catalog and warehouse (any deployment)."""
+    from engine.backup.api import backups, restore_backup
+    from engine.backup.destination import open_destination, read_manifest
+
     state = cli_state(ctx)
     if tenant is not None:
         tenant_name(tenant)

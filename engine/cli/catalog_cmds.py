@@ -15,7 +15,6 @@ from engine.cli import render
 from engine.cli.context import cli_state
 from engine.cli.render_layout import fixed, titled, wrapping
 from tenants.catalog import open_catalog
-from tenants.catalog.engine.copy import move_catalog
 from tenants.errors import CopyMismatch, InvalidArgument
 from tenants.redaction import redact
 
@@ -45,6 +44,8 @@ def copy(ctx: typer.Context, source: Source, destination: Destination) -> None:
     Example:
       rewind catalog copy sqlite:///.rewind/catalog.db postgresql://rewind@db.internal:5432/rewind
     """
+    from tenants.catalog.engine.copy import move_catalog
+
     state = cli_state(ctx)
     if source == destination:
         raise InvalidArgument(f"source and destination are the same catalog ({source})")

@@ -20,9 +20,9 @@ from typing import Annotated, get_args
 
 import typer
 
-from engine.backup.api import Kind
 from engine.pipeline import (
     ExecutorName,
+    Kind,
     Method,
     VerifyLevel,
     check_executor,

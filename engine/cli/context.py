@@ -20,7 +20,6 @@ from tenants.names import qualified_table, tenant_name
 from tenants.spark.credentials import environment_settings
 from tenants.store import TableStore
 from tenants.tenancy import parse_tenant_ref
-from tenants.timeline.snapshots import snapshot_name
 from tenants.times import parse_time, starts_time, time_word
 
 # The commands that may create a store where none is: the first command of a
@@ -150,6 +149,8 @@ def read_time_arg(as_of: str | None, snapshot: str | None, at: str | None) -> st
 def snapshot_arg(text: str) -> str:
     """A ``--snapshot`` value, checked before any I/O: a snapshot name, never a
     time (``--at`` takes those)."""
+    from tenants.timeline.snapshots import snapshot_name
+
     if starts_time(text.strip()):
         raise InvalidArgument(f"invalid snapshot name {text!r}; for a time use --at")
     return snapshot_name(text)

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pyarrow as pa
 import typer
+from tenants.objects.sizes import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 
 from engine.cli import render
 from engine.cli.context import (
@@ -28,14 +28,14 @@ from engine.cli.context import (
 from engine.cli.options import count_parser
 from engine.cli.render_layout import local_time
 from engine.cli.sql_query import show_sql
-from tenants.compaction import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.errors import InvalidArgument
-from tenants.load_files import CSV_MAX_ROW_BYTES, RowTooLong, read_batches, read_file
 from tenants.progress import step
-from tenants.reads.key_range import KeyRange
-from tenants.reads.visible import stream_visible
-from tenants.schema import TableSchema
 from tenants.store import TableStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from tenants.schema import TableSchema
 
 MIB = 1024 * 1024
 TABLE_VIEW_LIMIT = 100
@@ -80,6 +80,8 @@ def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -
     Example:
       rewind load acme shop.orders examples/orders.csv
     """
+    from tenants.load_files import CSV_MAX_ROW_BYTES, RowTooLong, read_batches
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
@@ -129,6 +131,8 @@ def delete(
     Example:
       rewind delete acme shop.orders --keys examples/oops.csv
     """
+    from tenants.load_files import read_file
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     database, name = table_arg(table)
@@ -242,6 +246,11 @@ def query(
       rewind query acme shop.orders --as-of mon --limit 10
       rewind query acme --snapshot mon --sql "SELECT item, sum(qty) FROM shop.orders GROUP BY item"
     """
+    import pyarrow as pa
+
+    from tenants.reads.key_range import KeyRange
+    from tenants.reads.visible import stream_visible
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     if (table is None) == (sql is None):

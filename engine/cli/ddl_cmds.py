@@ -20,13 +20,13 @@ from engine.cli import render
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.render_layout import local_time, wrapping
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
-from tenants.timeline.lineage import resolve_time
-from tenants.timeline.snapshots import snapshot_name
 from tenants.times import format_ts, parse_time, starts_time, time_word
 
 
 def _time_arg(text: str) -> str:
     """Reject a malformed snapshot name or instant before any I/O."""
+    from tenants.timeline.snapshots import snapshot_name
+
     value = text.strip()
     if starts_time(value) or time_word(value):
         parse_time(value)
@@ -114,6 +114,8 @@ def ddl(
     ] = None,
 ) -> None:
     """Show the databases, tables, columns and keys as of a protected time."""
+    from tenants.timeline.lineage import resolve_time
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     if as_of is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -12,10 +12,13 @@ from engine.cli.context import cli_state, table_arg, tenant_arg
 from engine.cli.options import AtOption, SnapshotOption, snapshot_or_time
 from engine.cli.render_layout import local_time
 from engine.cli.restore_render import human_bytes
-from engine.export import ExportResult, Format, check_format, export_tables
+from engine.export.plan import Format, check_format
 from tenants.errors import InvalidArgument
 from tenants.names import object_name
 from tenants.redaction import redact
+
+if TYPE_CHECKING:
+    from engine.export import ExportResult
 
 FormatOption = Annotated[
     Format,
@@ -106,6 +109,8 @@ def export(
       rewind export acme shop.orders --snapshot mon --format iceberg \\
         --iceberg-catalog sqlite:///srv/iceberg.db --to s3://lake/warehouse
     """
+    from engine.export import export_tables
+
     state = cli_state(ctx)
     as_json = json_output or state.json
     tenant_arg(tenant)

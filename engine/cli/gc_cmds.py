@@ -8,7 +8,7 @@ so a cron job or monitor notices. Nothing is deleted for being damaged.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -17,12 +17,13 @@ from engine.cli import render
 from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, tenant_arg
 from engine.cli.render_layout import fixed, human_bytes, local_time, titled, wrapping
-from engine.gc.collect import DEFAULT_GRACE_US
-from engine.gc.reclaim import DEFAULT_THRESHOLD, DamagedObject
-from engine.gc.run import GcReport, check_gc_args, run_gc
-from engine.gc.storage import storage
+from engine.gc import DEFAULT_GRACE_US, DEFAULT_THRESHOLD
 from tenants.errors import InvalidArgument
 from tenants.times import format_duration, format_ts, parse_duration
+
+if TYPE_CHECKING:
+    from engine.gc.reclaim import DamagedObject
+    from engine.gc.run import GcReport
 
 EXIT_DAMAGED = 3  # finished, but found damaged objects (reported, kept)
 
@@ -72,6 +73,8 @@ def gc_cmd(
       rewind gc --dry-run
       rewind gc --yes
     """
+    from engine.gc.run import check_gc_args, run_gc
+
     state = cli_state(ctx)
     if not 0 <= threshold <= 1:  # also refuses nan
         raise InvalidArgument(f"invalid --threshold {threshold}: use a fraction from 0 to 1")
@@ -280,6 +283,8 @@ def storage_cmd(
     ],
 ) -> None:
     """Bytes a tenant holds: live, held only by snapshots/PITR, and shared with other tenants."""
+    from engine.gc.storage import storage
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     report = storage(state.store().catalog, state.store().objects, tenant)

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.context import INT64_MAX, instant_arg, snapshot_arg
-from engine.restore.job import INSTANT_BY_DEFAULT
+from engine.pipeline import INSTANT_BY_DEFAULT
 from tenants.errors import InvalidArgument
 
 MAX_COUNT = INT64_MAX
@@ -91,7 +91,7 @@ def snapshot_or_time(snapshot: str | None, at: str | None, doing: str) -> str | 
 
 def restore_mode_help(instant_by_default: bool) -> tuple[str, str]:
     """The help of ``--instant`` and of ``--rewrite-first``, which names the
-    default, whichever way ``INSTANT_BY_DEFAULT`` (engine.restore.job) says."""
+    default, whichever way ``INSTANT_BY_DEFAULT`` (engine.pipeline) says."""
     instant = (
         "Install first: the restored tenant or tables are usable at once, each object "
         "straddling the restore point read through a cut at it; the rewrite and swap "

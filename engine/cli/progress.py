@@ -10,21 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from engine.cli import render
 from tenants.progress import SILENT, Step, watching
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 class _Bar:
@@ -42,6 +36,16 @@ class RichWatcher:
     """Each step a row: what it does, a bar, bytes done of the total, speed, ETA."""
 
     def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

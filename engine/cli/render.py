@@ -22,13 +22,11 @@ from collections.abc import Iterable, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
-from rich.traceback import Trace, Traceback
 
 from engine.cli.render_layout import (
     WIDE,
@@ -41,12 +39,17 @@ from engine.cli.render_layout import (
     titled,
     wrapping,
 )
-from tenants.compaction import CompactionResult
-from tenants.objects.record import ObjectRecord
 from tenants.redaction import redact
-from tenants.tenancy import TableRecord, TenantRecord
 from tenants.times import format_ts
-from tenants.writes import WriteResult
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from rich.traceback import Trace
+
+    from tenants.compaction import CompactionResult
+    from tenants.objects.record import ObjectRecord
+    from tenants.tenancy import TableRecord, TenantRecord
+    from tenants.writes import WriteResult
 
 
 def stdout() -> Console:
@@ -107,6 +110,8 @@ def print_traceback(error: BaseException) -> None:
     quote the URI it was given, password and all; no locals are shown, as they
     can hold credentials (S3 settings).
     """
+    from rich.traceback import Traceback
+
     trace = Traceback.extract(type(error), error, error.__traceback__, show_locals=False)
     stderr().print(Traceback(_redacted_trace(trace), show_locals=False))
 
@@ -185,6 +190,8 @@ def emit_rows_json(rows: pa.Table | Iterable[pa.Table]) -> None:
     so the whole result is never held. If the stream fails after rows were
     printed, the array is closed before the error propagates: stdout is then
     that array and, on the last line, the error object (docs/engines.md)."""
+    import pyarrow as pa
+
     first = True
     try:
         for part in [rows] if isinstance(rows, pa.Table) else rows:
@@ -212,6 +219,8 @@ def _may_hold_floats(schema: pa.Schema) -> bool:
 
 
 def _has_float(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
     if pa.types.is_floating(kind):
         return True
     return any(_has_float(kind.field(i).type) for i in range(kind.num_fields))
@@ -383,6 +392,8 @@ def _objects_table(
 def rows_table(title: str, rows: pa.Table, more: bool, ts: int) -> Table:
     """Query results read at ``ts``; ``more``: the ``--limit`` left rows out (a limited
     read stops there, so it does not know how many)."""
+    import pyarrow as pa
+
     counted = plural(rows.num_rows, "row")
     shown = f"first {counted}, more follow" if more else counted
     table = titled(title, f"{shown}, ts {ts}")

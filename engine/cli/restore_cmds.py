@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import RenderableType
@@ -47,23 +47,13 @@ from engine.cli.restore_render import (
     usable_line,
 )
 from engine.pipeline import Installed, RestorePlan
-from engine.restore.history import before_commit, commit_history
-from engine.restore.history import history as load_history
-from engine.restore.job import (
-    Proposal,
-    RestoreOutcome,
-    Started,
-    cancel_restore,
-    propose,
-    resume_restore,
-    run_restore,
-)
-from engine.restore.journal import load_job
-from engine.restore.plan import plan_restore
 from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
 from tenants.store import TableStore
 from tenants.times import format_ts, typed_ts
+
+if TYPE_CHECKING:
+    from engine.restore.job import Proposal, RestoreOutcome, Started
 
 
 def restore_tenant_cmd(
@@ -127,6 +117,10 @@ def restore_tenant_cmd(
       rewind restore-tenant acme --snapshot mon --to acme_mon
       rewind restore-tenant acme --snapshot mon --instant --yes
     """
+    from engine.restore.history import before_commit
+    from engine.restore.job import propose, run_restore
+    from engine.restore.plan import plan_restore
+
     state = cli_state(ctx)
     as_json = json_output or state.json
     tenant_arg(tenant)
@@ -254,6 +248,9 @@ class JobWatch:
 def job_action(
     store: TableStore, tenant: str, resume: str | None, cancel: str | None, as_json: bool
 ) -> None:
+    from engine.restore.job import cancel_restore, resume_restore
+    from engine.restore.journal import load_job
+
     if resume and cancel:
         raise InvalidArgument("give either --resume JOB or --cancel JOB, not both")
     job_id = resume or cancel
@@ -358,6 +355,9 @@ def history_cmd(
       rewind history acme
       rewind history acme --commits --table shop.orders
     """
+    from engine.restore.history import commit_history
+    from engine.restore.history import history as load_history
+
     state = cli_state(ctx)
     as_json = state.json or json_output
     tenant_arg(tenant)

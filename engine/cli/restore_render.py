@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -18,13 +18,13 @@ from engine.cli.render_layout import (
     titled,
     wrapping,
 )
-from engine.executors.task import worker_name
 from engine.pipeline import ACTIONS, Installed, RestorePlan
-from engine.restore.history import CommitRecord, History
-from engine.restore.job import RestoreOutcome
-from engine.restore.journal import JobRecord
-from engine.restore.lease import lease_live
 from tenants.times import format_ts
+
+if TYPE_CHECKING:
+    from engine.restore.history import CommitRecord, History
+    from engine.restore.job import RestoreOutcome
+    from engine.restore.journal import JobRecord
 
 
 def where_to(plan: RestorePlan) -> str:
@@ -122,6 +122,8 @@ def outcome_json(outcome: RestoreOutcome, usable_after_s: float | None = None) -
     """The outcome for ``--json``. ``usable_after_s``: how long after the command
     began the result could be read (an instant job's install, else its end; 0
     for a resumed job whose result was installed before the command began)."""
+    from engine.executors.task import worker_name
+
     totals = outcome.plan.totals()
     return {
         "job_id": outcome.job_id,
@@ -313,6 +315,8 @@ def job_phase(job: JobRecord) -> str:
     result is usable whatever its state says: ``installed; rewriting``, or
     ``installed; rewrite pending`` when no process runs it (``--no-wait``, or a
     process that died), ``installed; rewrite cancelled`` ..."""
+    from engine.restore.lease import lease_live
+
     if not job.instant or job.installed_ts is None or job.state == "done":
         return job.state
     doing = _AFTER_INSTALL.get(job.state, job.state)

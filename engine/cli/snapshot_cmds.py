@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from time import monotonic, sleep
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import RenderableType
@@ -23,17 +23,10 @@ from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument, NotFound
 from tenants.store import TableStore
 from tenants.tenancy import active_tenant, find_tenant
-from tenants.timeline.lineage import lineage_snapshots, snapshot_in_lineage
-from tenants.timeline.protection import wall_now
-from tenants.timeline.schedules import clear_schedule, get_schedule, parse_time_of_day
-from tenants.timeline.snapshots import (
-    SnapshotKind,
-    SnapshotRecord,
-    find_snapshot,
-    matching_snapshots,
-    snapshot_name,
-)
 from tenants.times import parse_duration
+
+if TYPE_CHECKING:
+    from tenants.timeline.snapshots import SnapshotKind, SnapshotRecord
 
 app = typer.Typer(
     help="Create, list, show and drop snapshots; schedule them.", no_args_is_help=True
@@ -71,6 +64,8 @@ def create(
     Example:
       rewind snapshot create acme mon
     """
+    from tenants.timeline.snapshots import snapshot_name
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     snapshot_name(name)
@@ -88,6 +83,9 @@ def create(
 @app.command("list")
 def list_(ctx: typer.Context, tenant: Tenant) -> None:
     """List the snapshots restorable by name, including those kept in retired tenants."""
+    from tenants.timeline.lineage import lineage_snapshots
+    from tenants.timeline.protection import wall_now
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     with state.store().catalog.snapshot() as tx:
@@ -108,6 +106,10 @@ def list_(ctx: typer.Context, tenant: Tenant) -> None:
 @app.command("show")
 def show(ctx: typer.Context, tenant: Tenant, name: SnapshotName) -> None:
     """Show one snapshot (found through the tenant's lineage)."""
+    from tenants.timeline.lineage import snapshot_in_lineage
+    from tenants.timeline.protection import wall_now
+    from tenants.timeline.snapshots import snapshot_name
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     snapshot_name(name)
@@ -157,6 +159,9 @@ def drop(
       rewind snapshot drop acme mon
       rewind snapshot drop acme --kind scheduled --older-than 30d --yes
     """
+    from tenants.timeline.protection import wall_now
+    from tenants.timeline.snapshots import matching_snapshots, snapshot_name
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     if name is not None:
@@ -229,6 +234,9 @@ def _own_snapshot(store: TableStore, tenant: str, name: str) -> SnapshotRecord:
         NotFound: it has none; naming the retired tenant of the lineage that holds
             it, if one does (drop it there).
     """
+    from tenants.timeline.lineage import snapshot_in_lineage
+    from tenants.timeline.snapshots import find_snapshot
+
     try:
         with store.catalog.snapshot() as tx:
             return find_snapshot(tx, find_tenant(tx, tenant), name)
@@ -294,6 +302,9 @@ def schedule(
 
     Snapshots already taken stay until they expire or are dropped.
     """
+    from tenants.timeline.schedules import parse_time_of_day
+    from tenants.timeline.snapshots import snapshot_name
+
     state = cli_state(ctx)
     tenant_arg(tenant)
     setting = (first, every, keep_for, keep_last)
@@ -325,6 +336,9 @@ def schedule(
 
 
 def _schedule_show(state: CliState, tenant: str) -> None:
+    from tenants.timeline.protection import wall_now
+    from tenants.timeline.schedules import get_schedule
+
     with state.store().catalog.snapshot() as tx:
         current = get_schedule(tx, find_tenant(tx, tenant))
         now = wall_now(tx)
@@ -337,6 +351,9 @@ def _schedule_show(state: CliState, tenant: str) -> None:
 
 def _schedule_off(state: CliState, tenant: str) -> None:
     # No store method clears a schedule; one catalog transaction does it here.
+    from tenants.timeline.protection import wall_now
+    from tenants.timeline.schedules import clear_schedule, get_schedule
+
     with state.store().catalog.transaction() as tx:
         tenant_rec = active_tenant(tx, tenant)
         previous = get_schedule(tx, tenant_rec)

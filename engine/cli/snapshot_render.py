@@ -8,18 +8,20 @@ show`` also gives the raw ts. The JSON keeps the ts and its UTC time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
 
 from engine.cli.render_layout import fixed, local_time, local_time_or_blank, titled, wrapping
 from tenants.tenancy import TenantRecord
-from tenants.timeline.pitr import PitrWindow
-from tenants.timeline.protection import Protection
-from tenants.timeline.schedules import Schedule, TickResult
-from tenants.timeline.snapshots import SnapshotRecord
 from tenants.times import US, format_duration, format_ts
+
+if TYPE_CHECKING:
+    from tenants.timeline.pitr import PitrWindow
+    from tenants.timeline.protection import Protection
+    from tenants.timeline.schedules import Schedule, TickResult
+    from tenants.timeline.snapshots import SnapshotRecord
 
 _AGE_UNITS = ("w", "d", "h", "m", "s")
 

@@ -10,15 +10,16 @@ most ``--limit`` rows, or JSON (all of them, streamed, under ``--json``).
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from engine.cli import render
 from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument
-from tenants.reads.interop import duckdb_sql, sandboxed_duckdb
-from tenants.store import TableStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from tenants.store import TableStore
 
 BATCH_ROWS = 64 * 1024
 
@@ -34,6 +35,10 @@ def show_sql(
         NotFound: a table the tenant does not have at ``ts``.
         MissingDependency: duckdb is not installed.
     """
+    import pyarrow as pa
+
+    from tenants.reads.interop import duckdb_sql, sandboxed_duckdb
+
     connection = sandboxed_duckdb()
     try:
         batches = result_batches(duckdb_sql(store, tenant, sql, ts=ts, connection=connection))
@@ -62,6 +67,8 @@ def first_rows(batches: Iterator[pa.RecordBatch], count: int) -> pa.Table:
 
     Counted here, not by DuckDB's LIMIT, so any ``--limit`` works (DuckDB's
     takes an int64)."""
+    import pyarrow as pa
+
     kept: list[pa.RecordBatch] = []
     held = 0
     for batch in batches:
@@ -80,6 +87,7 @@ def result_batches(relation: Any) -> Generator[pa.RecordBatch, None, None]:
     DuckDB raises its own errors before the first batch, pyarrow's ``OSError``
     after it."""
     import duckdb
+    import pyarrow as pa
 
     try:
         start = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch

@@ -6,7 +6,6 @@ import json
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-import pyarrow as pa
 import typer
 
 from engine.cli import render
@@ -163,6 +162,8 @@ def parse_default(text: str, type_text: str) -> Any:
     schema JSON stores them (tenants.defaults). The store then checks that the
     value is exactly one of the column's type.
     """
+    import pyarrow as pa
+
     arrow_type = parse_type(type_text)
     try:
         value: Any = json.loads(text)

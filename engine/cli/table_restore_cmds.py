@@ -11,7 +11,7 @@ tenant.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,12 +32,12 @@ from engine.cli.options import (
 from engine.cli.restore_cmds import JobWatch, job_action, restore_point
 from engine.cli.restore_render import plan_json, plan_table
 from engine.pipeline import ExecutorName, RestorePlan, VerifyLevel
-from engine.restore.history import before_commit
-from engine.restore.job import Proposal, propose, run_restore
-from engine.restore.table_plan import plan_database_restore, plan_table_restore
 from tenants.errors import InvalidArgument
 from tenants.names import object_name, tenant_name
 from tenants.store import TableStore
+
+if TYPE_CHECKING:
+    from engine.restore.job import Proposal
 
 Tenant = Annotated[
     str, typer.Argument(metavar="TENANT", help="Tenant name (or name@id).", show_default=False)
@@ -104,6 +104,9 @@ def restore_table_cmd(
       rewind restore-table acme shop.orders --before TS   (TS from `rewind history acme --commits`)
       rewind restore-table acme shop.orders --snapshot mon --to shop.orders_mon
     """
+    from engine.restore.history import before_commit
+    from engine.restore.table_plan import plan_table_restore
+
     state = cli_state(ctx)
     as_json = json_output or state.json
     tenant_arg(tenant)
@@ -170,6 +173,9 @@ def restore_database_cmd(
     One install: tables created since are dropped, tables dropped since come
     back; other databases keep every later write.
     """
+    from engine.restore.history import before_commit
+    from engine.restore.table_plan import plan_database_restore
+
     state = cli_state(ctx)
     as_json = json_output or state.json
     tenant_arg(tenant)
@@ -224,6 +230,8 @@ def undrop_cmd(
     Its data comes back as at the drop, while the tenant's snapshots or PITR
     window reach back before it.
     """
+    from engine.restore.table_plan import plan_table_restore
+
     state = cli_state(ctx)
     as_json = json_output or state.json
     tenant_arg(tenant)
@@ -282,6 +290,8 @@ def _run(
     run the job (what engine.restore.tables' functions run, with the CLI's
     hooks: the plan as the job starts, the tables usable as an instant job
     installs them)."""
+    from engine.restore.job import propose, run_restore
+
     if dry_run:
         made = propose(make_plan, executor=executor, method="physical")
         plan, chosen = made.plan, made.executor

@@ -1,0 +1,105 @@
+"""A short command loads only what it uses, so ``rewind`` starts fast.
+
+A cron job that ticks snapshots for thousands of tenants pays the CLI's start
+once per tenant: ``rewind --version`` and ``rewind tenant list`` on a
+``file://`` warehouse and a SQLite catalog import none of the heavy libraries
+(pyarrow, numpy, pyspark, boto3, the PostgreSQL driver...), which the commands
+that read or write data import when they run (benchmarks/bench_cli_start.py
+measures the time). ``--help`` imports every command's module, so it checks
+that none of them imports a heavy library at its top.
+
+Each test runs the real CLI in a subprocess (``python -X importtime -m
+engine.cli.app``) and reads the modules it imported from the ``-X importtime``
+lines on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tenants import __version__
+from tests.helpers.paths import ROOT
+
+HEAVY = frozenset(
+    {
+        "pyarrow",
+        "numpy",
+        "pyspark",
+        "py4j",
+        "boto3",
+        "botocore",
+        "duckdb",
+        "polars",
+        "pyiceberg",
+        "moto",
+        "psycopg",
+    }
+)
+"""Libraries a short command must not import (a SQLite catalog needs no psycopg)."""
+
+
+def _rewind(home: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``rewind ARGS`` in a fresh interpreter; its result and the top-level
+    names of every module it imported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "REWIND_"))}
+    env |= {"PYTHONPATH": str(ROOT), "REWIND_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "engine.cli.app", *args],
+        cwd=home.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    imported = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "engine" in imported, done.stderr[-2000:]  # the lines were read
+    return done, imported
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A deployment with two tenants: a SQLite catalog and a ``file://`` warehouse."""
+    home = tmp_path / "home"
+    for name in ("acme", "globex"):
+        done, _ = _rewind(home, "tenant", "create", name)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return home
+
+
+def test_version_imports_no_heavy_library(tmp_path: Path):
+    done, imported = _rewind(tmp_path / "home", "--version")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == f"rewind {__version__}\n"
+    assert not imported & HEAVY, sorted(imported & HEAVY)
+    assert not (tmp_path / "home").exists()  # nothing was opened, let alone created
+
+
+def test_tenant_list_on_a_file_warehouse_imports_no_heavy_library(home: Path):
+    done, imported = _rewind(home, "tenant", "list")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "acme@" in done.stdout and "globex@" in done.stdout
+    assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_snapshot_list_imports_no_heavy_library(home: Path):
+    done, imported = _rewind(home, "snapshot", "list", "acme")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_help_imports_every_command_module_and_no_heavy_library(tmp_path: Path):
+    """``--help`` builds the whole command tree: no command module may import a
+    heavy library at its top (it imports one inside the function that uses it)."""
+    done, imported = _rewind(tmp_path / "home", "--help")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "restore-tenant" in done.stdout
+    assert not imported & HEAVY, sorted(imported & HEAVY)
