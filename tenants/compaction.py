@@ -55,6 +55,7 @@ from tenants.objects.record import (
     remove_members,
     swapped_copies,
 )
+from tenants.objects.sizes import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIB, MIN_MEMORY
 from tenants.objects.writer import PAGE_BYTES as WRITER_PAGE_BYTES
 from tenants.objects.writer import ROW_GROUP_BYTES, ObjectWriter
 from tenants.objectstore import ObjectStore
@@ -67,13 +68,7 @@ from tenants.timeline.retention import keep_sorted
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
-# S3 takes 10,000 parts of tenants.objectstore.s3.PART_BYTES; 4 GiB keeps far inside it.
-MAX_TARGET_BYTES = 4 * 1024 * 1024 * 1024
-MIB = 1024 * 1024
-# The process and its allocator take 256 MiB before a merge holds a batch
-# (PROCESS_BYTES, ALLOCATOR_BYTES): a smaller budget could not be kept.
-MIN_MEMORY = 384 * MIB
+# DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIB and MIN_MEMORY: tenants.objects.sizes.
 MIN_BATCH_BYTES = 64 * 1024
 MIN_BUFFER_BYTES = 64 * 1024
 # A merge round hands an output several row groups at once: up to this many bytes

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from tenants.errors import SchemaMismatch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _FRACTION_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -39,6 +40,8 @@ _EXAMPLES = {
 
 def is_text_encoded(arrow_type: pa.DataType) -> bool:
     """Whether defaults of this type are stored as text (JSON has no such scalar)."""
+    import pyarrow as pa
+
     return (
         pa.types.is_date32(arrow_type)
         or pa.types.is_timestamp(arrow_type)
@@ -47,6 +50,8 @@ def is_text_encoded(arrow_type: pa.DataType) -> bool:
 
 
 def _hint(arrow_type: pa.DataType) -> str:
+    import pyarrow as pa
+
     if pa.types.is_date32(arrow_type):
         return _EXAMPLES["date"]
     if pa.types.is_timestamp(arrow_type):
@@ -61,6 +66,8 @@ def canonical_default(name: str, type_text: str, arrow_type: pa.DataType, value:
     Other types pass through unchanged (``tenancy`` checks them when a column is
     added). Raises ``SchemaMismatch`` naming the column and what it accepts.
     """
+    import pyarrow as pa
+
     if value is None or not is_text_encoded(arrow_type):
         return value
     why = f"; give {_hint(arrow_type)}"
@@ -113,6 +120,8 @@ def canonical_default(name: str, type_text: str, arrow_type: pa.DataType, value:
 
 def default_to_json(arrow_type: pa.DataType, value: Any) -> Any:
     """The JSON form of a canonical default (see :func:`canonical_default`)."""
+    import pyarrow as pa
+
     if value is None or not is_text_encoded(arrow_type):
         return value
     if pa.types.is_date32(arrow_type):
@@ -127,6 +136,8 @@ def _timestamp_text(arrow_type: pa.TimestampType, value: Any) -> str:
 
     Built from the stored integer, not from ``datetime``, so nanoseconds survive.
     """
+    import pyarrow as pa
+
     raw = pa.scalar(value, type=arrow_type).cast(pa.int64()).as_py()
     unit = arrow_type.unit
     seconds, fraction = divmod(raw, _PER_SECOND[unit])

@@ -14,28 +14,32 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from tenants.defaults import canonical_default, default_to_json
 from tenants.errors import InvalidArgument, SchemaMismatch
 from tenants.names import column_name
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 TS = "__ts"
 
-_SIMPLE_TYPES: dict[str, pa.DataType] = {
-    "bool": pa.bool_(),
-    "int8": pa.int8(),
-    "int16": pa.int16(),
-    "int32": pa.int32(),
-    "int64": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "large_string": pa.large_string(),
-    "binary": pa.binary(),
-    "date32[day]": pa.date32(),
+# Each simple type by the pyarrow function that makes it: pyarrow is imported
+# when a type is first parsed, not with this module (a command that lists
+# tenants never needs it).
+_SIMPLE_TYPES: dict[str, str] = {
+    "bool": "bool_",
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "float": "float32",
+    "double": "float64",
+    "string": "string",
+    "large_string": "large_string",
+    "binary": "binary",
+    "date32[day]": "date32",
 }
 _ALIASES = {
     "boolean": "bool",
@@ -62,9 +66,12 @@ def parse_type(text: str) -> pa.DataType:
     Only types Spark can carry are supported (no unsigned integers), so every
     table reads the same through the local and the Spark reader.
     """
+    import pyarrow as pa
+
     name = _ALIASES.get(text.strip().lower(), text.strip())
     if name in _SIMPLE_TYPES:
-        return _SIMPLE_TYPES[name]
+        made: pa.DataType = getattr(pa, _SIMPLE_TYPES[name])()
+        return made
     if match := _TIMESTAMP.fullmatch(name):
         return pa.timestamp(match.group(1), tz=match.group(2))
     if match := _DECIMAL.fullmatch(name):
@@ -160,17 +167,25 @@ class TableSchema:
 
     def arrow(self) -> pa.Schema:
         """The user-visible Arrow schema (no ``__ts``)."""
+        import pyarrow as pa
+
         return pa.schema([pa.field(c.name, c.arrow_type, c.nullable) for c in self.columns])
 
     def key_arrow(self) -> pa.Schema:
+        import pyarrow as pa
+
         return pa.schema([pa.field(k, self.column(k).arrow_type, False) for k in self.primary_key])
 
     def data_arrow(self) -> pa.Schema:
         """Schema of a data object: the columns plus ``__ts``."""
+        import pyarrow as pa
+
         return self.arrow().append(pa.field(TS, pa.int64(), False))
 
     def tomb_arrow(self) -> pa.Schema:
         """Schema of a tombstone object: the key plus ``__ts``."""
+        import pyarrow as pa
+
         return self.key_arrow().append(pa.field(TS, pa.int64(), False))
 
 

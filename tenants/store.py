@@ -2,31 +2,24 @@
 
 Everything here is a thin, typed entry point over the modules that do the
 work (tenancy, writes, reads, compaction), so the CLI, the engine and the
-tests all go through the same code.
+tests all go through the same code. A method imports the modules only it
+needs (and pyarrow with them) when it runs: opening a store and listing its
+tenants loads the catalog and little else, so a short command starts fast
+(benchmarks/bench_cli_start.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Literal
 
 from tenants.catalog import Catalog, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
-from tenants.compaction import DEFAULT_TARGET_BYTES, CompactionResult, compact
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
 from tenants.errors import NotFound
-from tenants.loads import load
-from tenants.objects.reader import BATCH_ROWS
-from tenants.objects.record import ObjectRecord, tenant_objects
+from tenants.objects.sizes import BATCH_ROWS, DEFAULT_TARGET_BYTES
 from tenants.objectstore import ObjectStore, open_object_store
-from tenants.reads.arrow import Keys, read_arrow
-from tenants.reads.visible import ReadPlan, plan_read, read_local
-from tenants.schema import Column, TableSchema
 from tenants.spark.credentials import environment_settings
-from tenants.spark.scan import read_spark
 from tenants.tenancy import (
     TableRecord,
     TenantRecord,
@@ -41,22 +34,23 @@ from tenants.tenancy import (
     undrop_tenant,
 )
 from tenants.tenancy import create_tenant as _create_tenant
-from tenants.timeline.lineage import resolve_time
-from tenants.timeline.pitr import PitrWindow, get_pitr, set_pitr
-from tenants.timeline.protection import Protection, protection, wall_now
-from tenants.timeline.schedules import Schedule, TickResult, get_schedule, set_schedule, tick
-from tenants.timeline.snapshots import (
-    SnapshotKind,
-    SnapshotRecord,
-    create_snapshot,
-    drop_snapshot,
-    drop_snapshots,
-    find_snapshot,
-    list_snapshots,
-)
 from tenants.times import parse_time
 from tenants.warehouse_owner import MARKER, claim_warehouse, read_marker
-from tenants.writes import WriteResult, write
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tenants.compaction import CompactionResult
+    from tenants.objects.record import ObjectRecord
+    from tenants.reads.arrow import Keys
+    from tenants.reads.visible import ReadPlan
+    from tenants.schema import Column, TableSchema
+    from tenants.timeline.pitr import PitrWindow
+    from tenants.timeline.protection import Protection
+    from tenants.timeline.schedules import Schedule, TickResult
+    from tenants.timeline.snapshots import SnapshotKind, SnapshotRecord
+    from tenants.writes import WriteResult
 
 Reader = Literal["local", "spark"]
 
@@ -178,6 +172,8 @@ class TableStore:
 
     def tables(self, tenant: str, as_of: int | str | None = None) -> list[TableRecord]:
         """DDL as of a protected time: the tables that existed then, with their schemas."""
+        from tenants.timeline.lineage import resolve_time
+
         with self.catalog.snapshot() as tx:
             tenant_rec = find_tenant(tx, tenant)
             if as_of is None:
@@ -193,6 +189,8 @@ class TableStore:
         """A snapshot name, ISO instant, ts or relative time (``now``, ``-1h``,
         ``PT15M``, counted back from the catalog clock) as a protected ts of the
         name's lineage (tenants.timeline.lineage.resolve_time)."""
+        from tenants.timeline.lineage import resolve_time
+
         with self.catalog.snapshot() as tx:
             return resolve_time(tx, find_tenant(tx, tenant), as_of)[1]
 
@@ -203,20 +201,29 @@ class TableStore:
         """Record a snapshot of the present, or of ``at``: a protected ts, or text
         naming a time (never a snapshot): an ISO instant, a ts, or a relative time
         (``now``, ``-1h``, ``PT15M``) counted back from the catalog clock."""
+        from tenants.timeline.protection import wall_now
+        from tenants.timeline.snapshots import create_snapshot
+
         with self.catalog.transaction() as tx:
             tenant_rec = active_tenant(tx, tenant)
             ts = parse_time(at).resolve(wall_now(tx)) if isinstance(at, str) else at
             return create_snapshot(tx, tenant_rec, name, at=ts)
 
     def snapshots(self, tenant: str) -> list[SnapshotRecord]:
+        from tenants.timeline.snapshots import list_snapshots
+
         with self.catalog.snapshot() as tx:
             return list_snapshots(tx, find_tenant(tx, tenant))
 
     def snapshot(self, tenant: str, name: str) -> SnapshotRecord:
+        from tenants.timeline.snapshots import find_snapshot
+
         with self.catalog.snapshot() as tx:
             return find_snapshot(tx, find_tenant(tx, tenant), name)
 
     def drop_snapshot(self, tenant: str, name: str) -> SnapshotRecord:
+        from tenants.timeline.snapshots import drop_snapshot
+
         with self.catalog.transaction() as tx:
             return drop_snapshot(tx, find_tenant(tx, tenant), name)
 
@@ -224,6 +231,9 @@ class TableStore:
         self, tenant: str, *, older_than_us: int | None = None, kind: SnapshotKind | None = None
     ) -> list[SnapshotRecord]:
         """Drop snapshots older than a duration (µs before now) and/or of a kind."""
+        from tenants.timeline.protection import wall_now
+        from tenants.timeline.snapshots import drop_snapshots
+
         with self.catalog.transaction() as tx:
             cutoff = None if older_than_us is None else wall_now(tx) - older_than_us
             return drop_snapshots(tx, find_tenant(tx, tenant), older_than=cutoff, kind=kind)
@@ -238,6 +248,8 @@ class TableStore:
         retain_count: int | None = None,
         name_prefix: str = "auto",
     ) -> Schedule:
+        from tenants.timeline.schedules import set_schedule
+
         with self.catalog.transaction() as tx:
             return set_schedule(
                 tx,
@@ -250,24 +262,34 @@ class TableStore:
             )
 
     def schedule(self, tenant: str) -> Schedule | None:
+        from tenants.timeline.schedules import get_schedule
+
         with self.catalog.snapshot() as tx:
             return get_schedule(tx, find_tenant(tx, tenant))
 
     def tick(self, tenant: str | None = None) -> list[TickResult]:
         """Apply snapshot schedules: one tenant, or every active tenant. Idempotent."""
+        from tenants.timeline.schedules import tick
+
         with self.catalog.transaction() as tx:
             targets = [active_tenant(tx, tenant)] if tenant else list_tenants(tx)
             return [tick(tx, t) for t in targets]
 
     def set_pitr(self, tenant: str, window_us: int | None) -> PitrWindow | None:
+        from tenants.timeline.pitr import set_pitr
+
         with self.catalog.transaction() as tx:
             return set_pitr(tx, active_tenant(tx, tenant), window_us)
 
     def pitr(self, tenant: str) -> PitrWindow | None:
+        from tenants.timeline.pitr import get_pitr
+
         with self.catalog.snapshot() as tx:
             return get_pitr(tx, find_tenant(tx, tenant))
 
     def protection(self, tenant: str) -> Protection:
+        from tenants.timeline.protection import protection
+
         with self.catalog.snapshot() as tx:
             return protection(tx, find_tenant(tx, tenant))
 
@@ -283,6 +305,8 @@ class TableStore:
         only_present: bool = False,
     ) -> WriteResult:
         """One commit; see :func:`tenants.writes.write` (``only_present`` counts real deletes)."""
+        from tenants.writes import write
+
         return write(
             self.catalog,
             self.objects,
@@ -297,6 +321,8 @@ class TableStore:
     def plan_read(
         self, tenant: str, database: str, table: str, as_of: int | str | None = None
     ) -> ReadPlan:
+        from tenants.reads.visible import plan_read
+
         return plan_read(self.catalog, tenant, database, table, as_of)
 
     def read(
@@ -315,7 +341,11 @@ class TableStore:
         """
         plan = self.plan_read(tenant, database, table, as_of)
         if reader == "spark":
+            from tenants.spark.scan import read_spark
+
             return read_spark(self.objects, plan)
+        from tenants.reads.visible import read_local
+
         return read_local(self.objects, plan)
 
     def read_arrow(
@@ -336,6 +366,8 @@ class TableStore:
         as Arrow batches in primary-key order, for DuckDB, polars, pandas and the
         like: see :func:`tenants.reads.arrow.read_arrow` (arguments, errors) and
         docs/engines.md (filters, how long a read may take)."""
+        from tenants.reads.arrow import read_arrow
+
         return read_arrow(
             self,
             tenant,
@@ -359,6 +391,8 @@ class TableStore:
     ) -> WriteResult:
         """Upsert rows that arrive in batches, as one commit, in bounded memory
         (:func:`tenants.loads.load`)."""
+        from tenants.loads import load
+
         return load(self.catalog, self.objects, tenant, database, table, batches)
 
     def compact(
@@ -373,6 +407,8 @@ class TableStore:
     ) -> list[CompactionResult]:
         """Merge objects; ``full=True`` also drops versions no protected time needs;
         ``memory`` bounds the bytes a merge holds (default: tenants.compaction)."""
+        from tenants.compaction import compact
+
         return compact(
             self.catalog,
             self.objects,
@@ -385,6 +421,8 @@ class TableStore:
         )
 
     def objects_of(self, tenant: str) -> list[tuple[str, ObjectRecord]]:
+        from tenants.objects.record import tenant_objects
+
         with self.catalog.snapshot() as tx:
             return tenant_objects(tx, find_tenant(tx, tenant).id)
 

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-import pyarrow as pa
-
 from tenants.catalog import Row, Tx
 from tenants.catalog.commits import record_commit
 from tenants.catalog.tables import (
@@ -447,6 +445,8 @@ def _check_default(column: Column) -> None:
     Dates, timestamps and decimals were already made values of their type (or
     refused) when the schema was built (tenants.defaults).
     """
+    import pyarrow as pa
+
     if column.default is None or is_text_encoded(column.arrow_type):
         return
     try:

@@ -22,15 +22,20 @@ import socket
 import sys
 import uuid
 from collections.abc import Iterator
-from typing import Any
-
-import psycopg
-from psycopg.types.numeric import NumericLoader
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from tenants.catalog.base import Tx
 from tenants.catalog.dialect import Dialect, to_pyformat
 from tenants.errors import CatalogBusy, CatalogUnavailable, InvalidArgument, StorageError
 from tenants.redaction import redact
+
+if TYPE_CHECKING:
+    import psycopg
+
+# psycopg is imported where it is used, not with this module: the catalog opener
+# (tenants.catalog.base.open_catalog) imports this module to tell a PostgreSQL URI
+# from a SQLite one, and a SQLite catalog never needs the driver.
 
 LOCK_TIMEOUT_S = 60.0
 PREFIXES = ("postgresql://", "postgres://")
@@ -48,6 +53,8 @@ def is_postgres_uri(uri: str) -> bool:
 
 def check_uri(uri: str) -> None:
     """Refuse a ``postgresql://`` URI libpq cannot parse or that names no database."""
+    import psycopg
+
     shown = redact(uri)
     try:
         params = psycopg.conninfo.conninfo_to_dict(uri)
@@ -144,6 +151,8 @@ class PostgresDialect(Dialect):
         )
 
     def unique_violation(self, error: BaseException) -> bool:
+        import psycopg
+
         return isinstance(error, psycopg.errors.UniqueViolation)  # SQLSTATE 23505
 
     def table_names(self, tx: Tx) -> list[str]:
@@ -160,16 +169,22 @@ class PostgresDialect(Dialect):
 POSTGRES = PostgresDialect()
 
 
-class _IntegralNumericLoader(NumericLoader):
-    """``numeric`` as ``int`` when it has no fraction: ``SUM`` of a ``BIGINT`` column
-    is ``numeric`` on PostgreSQL, and callers get the ints SQLite gives them."""
+@cache
+def _integral_numeric_loader() -> type:
+    """The loader of ``numeric`` that returns an ``int`` when there is no fraction:
+    ``SUM`` of a ``BIGINT`` column is ``numeric`` on PostgreSQL, and callers get the
+    ints SQLite gives them. (Made on first use: it subclasses a psycopg class.)"""
+    from psycopg.types.numeric import NumericLoader
 
-    def load(self, data: Any) -> Any:
-        text = bytes(data)
-        digits = text[1:] if text[:1] == b"-" else text
-        if digits.isdigit():
-            return int(text)
-        return super().load(data)
+    class _IntegralNumericLoader(NumericLoader):
+        def load(self, data: Any) -> Any:
+            text = bytes(data)
+            digits = text[1:] if text[:1] == b"-" else text
+            if digits.isdigit():
+                return int(text)
+            return super().load(data)
+
+    return _IntegralNumericLoader
 
 
 def application_name() -> str:
@@ -185,12 +200,14 @@ def connect(uri: str, lock_timeout_s: float | None = None) -> psycopg.Connection
     ``BEGIN``/``COMMIT``/``ROLLBACK`` itself as it does on SQLite. A lock wait
     gives up after ``lock_timeout_s`` (default ``LOCK_TIMEOUT_S``).
     """
+    import psycopg
+
     check_uri(uri)
     if lock_timeout_s is None:
         lock_timeout_s = LOCK_TIMEOUT_S
     try:
         conn = psycopg.connect(uri, autocommit=True, application_name=application_name())
-        conn.adapters.register_loader("numeric", _IntegralNumericLoader)
+        conn.adapters.register_loader("numeric", _integral_numeric_loader())
         conn.execute(f"SET lock_timeout = {int(lock_timeout_s * 1000)}")
     except psycopg.Error as e:
         raise StorageError(f"cannot open catalog {redact(uri)}: {redact(str(e)).strip()}") from None
@@ -202,6 +219,8 @@ def busy_error(
 ) -> CatalogBusy | CatalogUnavailable | None:
     """``CatalogBusy`` for a lock timeout, serialization failure or deadlock (by SQLSTATE);
     ``CatalogUnavailable`` when the connection broke."""
+    import psycopg
+
     if isinstance(error, psycopg.OperationalError) and (
         conn.broken or conn.closed or (error.sqlstate or "").startswith(("08", "57P"))
     ):
@@ -230,6 +249,8 @@ def lock_holder(conn: Any) -> str | None:
     """The session holding the catalog's writer lock (a granted lock on ``clock``
     by a session not itself waiting), as its application name, backend pid and
     client, if PostgreSQL can say. Runs after the failed transaction rolled back."""
+    import psycopg
+
     try:
         row = conn.execute(
             "SELECT a.application_name, a.pid, a.client_addr, a.xact_start "

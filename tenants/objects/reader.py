@@ -41,14 +41,14 @@ from tenants.objects.footer_cache import FOOTERS
 from tenants.objects.read_ahead import reading_ahead
 from tenants.objects.record import ObjectRecord
 from tenants.objects.row_hash import RowHasher
+from tenants.objects.sizes import BATCH_ROWS
 from tenants.objectstore import ObjectStore
 from tenants.schema import TS
 
-BATCH_ROWS = int(os.environ.get("REWIND_BATCH_ROWS", 64 * 1024))
 BATCH_BYTES = 8 * 1024 * 1024
-"""A batch handed to callers holds at most so many rows, and about so many bytes
-(estimated per object from its row groups' sizes), so wide rows come in
-proportionally fewer at a time."""
+"""A batch handed to callers holds at most so many rows (``BATCH_ROWS``, from
+tenants.objects.sizes), and about so many bytes (estimated per object from its
+row groups' sizes), so wide rows come in proportionally fewer at a time."""
 IN_MEMORY_BYTES = 8 * 1024 * 1024
 CHUNK_BYTES = 1024 * 1024
 """Bytes per piece when an object is fetched or hashed whole."""

@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Literal
 
 # The catalog's statements on objects and membership are re-exported (``as``): the
 # writers import them from here (tenants.catalog.objects imports no domain code).
@@ -28,6 +26,9 @@ from tenants.catalog.objects import (
 )
 from tenants.catalog.objects import remove_members as remove_members
 from tenants.schema import TS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ObjectKind = Literal["data", "tomb"]
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from tenants.config import Warehouse
 from tenants.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def contained(key: str, where: str) -> str:

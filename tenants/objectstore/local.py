@@ -8,13 +8,14 @@ import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, BinaryIO
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, StorageError
 from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite, contained
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # ``.<name>.<tag>.tmp`` beside ``<name>``: what put/create write before the rename
 # (tag = the writer's pid, plus a random suffix for create). A writer killed in
@@ -82,6 +83,8 @@ class LocalObjectStore:
             raise StorageError(f"cannot write {self.warehouse.uri}/{key}: {e}") from e
 
     def open_input(self, key: str) -> pa.NativeFile:
+        import pyarrow as pa
+
         try:
             return pa.OSFile(str(self._path(key)), "rb")
         except FileNotFoundError as e:

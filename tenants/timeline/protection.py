@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from tenants.catalog import Tx
 from tenants.catalog.pitr import pitr_window
@@ -21,6 +20,9 @@ from tenants.catalog.snapshots import snapshot_points
 from tenants.errors import InvalidArgument, UnprotectedTime
 from tenants.tenancy import TenantRecord
 from tenants.times import format_ts
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Protection:
         ``superseded`` is ``np.iinfo(np.int64).max`` for versions never superseded,
         which "now" always needs.
         """
+        import numpy as np
+
         keep = superseded == np.iinfo(np.int64).max
         keep |= (born <= self.now) & (superseded > self.current_from)
         if self.window:
