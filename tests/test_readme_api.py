@@ -55,3 +55,24 @@ def test_the_readme_python_example_runs_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     said = [re.search(r"# (\d+)", line) for line in api_block().splitlines() if "print(" in line]
     assert done.stdout.split() == [m.group(1) for m in said if m is not None]
+
+
+def test_the_readme_the_package_and_rewind_h_say_what_rewind_is_in_one_sentence() -> None:
+    import tomllib
+
+    from engine.cli.app import ABOUT
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"Rewind is {ABOUT}." in readme
+    summary = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    assert summary == ABOUT[0].upper() + ABOUT[1:]
+    shown = subprocess.run(
+        [sys.executable, "-m", "engine.cli.app", "-h"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"Rewind is {ABOUT}." in " ".join(shown.stdout.replace("│", " ").split())

@@ -240,10 +240,17 @@ def _parser_error(error: typer.BadParameter) -> RewindError | None:
     return None
 
 
+ABOUT = (
+    "a multi-tenant table store on S3, with point-in-time reads, and the backup and restore "
+    "engine that gives a tenant its data back as of a snapshot"
+)
+"""What Rewind is, in the words the README opens with and the package metadata
+gives as its summary (tests/test_readme_api.py holds the three together)."""
+
 app = typer.Typer(
     cls=RewindGroup,
     name="rewind",
-    help="Rewind: a multi-tenant table store on S3, with point-in-time reads.\n\n"
+    help=f"Rewind is {ABOUT}.\n\n"
     "Start with `rewind tenant create NAME`; every command takes -h for its help and examples.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
