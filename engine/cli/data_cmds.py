@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from tenants.objects.sizes import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 
 from engine.cli import render
 from engine.cli.context import (
@@ -29,6 +28,7 @@ from engine.cli.options import count_parser
 from engine.cli.render_layout import local_time
 from engine.cli.sql_query import show_sql
 from tenants.errors import InvalidArgument
+from tenants.objects.sizes import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIN_MEMORY
 from tenants.progress import step
 from tenants.store import TableStore
 
