@@ -350,10 +350,10 @@ def _schedule_show(state: CliState, tenant: str) -> None:
 
 
 def _schedule_off(state: CliState, tenant: str) -> None:
-    # No store method clears a schedule; one catalog transaction does it here.
     from tenants.timeline.protection import wall_now
     from tenants.timeline.schedules import clear_schedule, get_schedule
 
+    # No store method clears a schedule; one catalog transaction does it here.
     with state.store().catalog.transaction() as tx:
         tenant_rec = active_tenant(tx, tenant)
         previous = get_schedule(tx, tenant_rec)

@@ -36,7 +36,7 @@ from tests.helpers.spark_cluster import (
     worker_python,
 )
 
-JOB = ROOT / "engine" / "jobs" / "restore_tenant.py"
+JOB = ROOT / "engine" / "submit" / "restore_tenant.py"
 READ_JOB = HELPERS / "cluster_read_job.py"
 SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
 

@@ -205,7 +205,7 @@ def test_the_package_zip_carries_the_code_and_its_build(tmp_path: Path) -> None:
     probe = subprocess.run(
         [sys.executable, "-I", "-c",
          f"import sys; sys.path.insert(0, {str(path)!r}); "
-         "from tenants import spark_package as p; print(p.__file__); print(p.build_id())"],
+         "from tenants.spark import package as p; print(p.__file__); print(p.build_id())"],
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
     where, build = probe.stdout.split()
