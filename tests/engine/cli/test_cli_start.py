@@ -103,3 +103,29 @@ def test_help_imports_every_command_module_and_no_heavy_library(tmp_path: Path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "restore-tenant" in done.stdout
     assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_the_console_scripts_version_loads_neither_typer_nor_the_app(tmp_path: Path):
+    """The installed ``rewind`` (engine.cli.entry:main) answers a bare ``--version``
+    before importing the typer app, which builds all of its commands first."""
+    script = "import sys; from engine.cli.entry import main; sys.argv[1:] = ['--version']; main()"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "REWIND_"))}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", script],
+        cwd=tmp_path,
+        env=env | {"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == f"rewind {__version__}\n"
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "engine.cli.entry" in imported
+    assert not {m for m in imported if m.split(".")[0] in {"typer", "rich", "click"}}
+    assert "engine.cli.app" not in imported
+    assert not {m.split(".")[0] for m in imported} & HEAVY
