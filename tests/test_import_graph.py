@@ -219,12 +219,12 @@ def test_no_file_is_imported_under_two_names():
         "seen = collections.defaultdict(list)\n"
         "for name, module in list(sys.modules.items()):\n"
         "    path = getattr(module, '__file__', None)\n"
-        "    if path and path.startswith(sys.argv[1]):\n"
+        "    if path and path.startswith(tuple(sys.argv[1:])):\n"
         "        seen[path].append(name)\n"
         "print([sorted(n) for n in seen.values() if len(n) > 1])\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT)],
+        [sys.executable, "-c", script, *(f"{ROOT / top}/" for top in (*TOP, "tests"))],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -13,8 +13,9 @@ The names load on first use (PEP 562), as ``engine``'s do: ``rewind export
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tenants import lazy_exports
 
 _EXPORTS = {
     "export_tables": "engine.export.api",
@@ -28,18 +29,7 @@ _EXPORTS = {
 __all__ = ["FORMATS", "ExportResult", "Format", "TableExported", "check_format", "export_tables"]
 
 
-def __getattr__(name: str) -> Any:
-    """Load an export's module when the name is first used (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'engine.export' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr__
