@@ -188,7 +188,15 @@ class TableStore:
     def resolve_time(self, tenant: str, as_of: int | str) -> int:
         """A snapshot name, ISO instant, ts or relative time (``now``, ``-1h``,
         ``PT15M``, counted back from the catalog clock) as a protected ts of the
-        name's lineage (tenants.timeline.lineage.resolve_time)."""
+        name's lineage (tenants.timeline.lineage.resolve_time). The one place a
+        user-named time is resolved: the CLI's ``--as-of`` calls it, so the CLI
+        accepts exactly what the store does.
+
+        Raises:
+            InvalidArgument: not a time or snapshot name; or a time in the future.
+            NotFound: no snapshot of that name.
+            UnprotectedTime: the time is outside every snapshot and PITR window.
+        """
         from tenants.timeline.lineage import resolve_time
 
         with self.catalog.snapshot() as tx:

@@ -156,25 +156,6 @@ def snapshot_arg(text: str) -> str:
     return snapshot_name(text)
 
 
-def resolve_as_of(store: TableStore, tenant: str, text: str | int) -> int:
-    """The commit ts a user-named time means for ``tenant``.
-
-    The single place every ``--as-of`` (and later every restore target) is
-    resolved: a snapshot name, an ISO-8601 instant (naive means UTC), a raw
-    ts in µs, or a relative time (``now``, ``-1h``, ``PT15M``) counted back
-    from the catalog's clock; ``now`` and ``PT15M`` name a snapshot instead
-    if one of exactly that name exists. The store does the work, so the CLI
-    accepts exactly what the store does and the protection check happens
-    inside the store.
-
-    Raises:
-        InvalidArgument: ``text`` is not a time; or it lies in the future.
-        NotFound: no snapshot of that name.
-        UnprotectedTime: the time is outside every snapshot and PITR window.
-    """
-    return store.resolve_time(tenant, text)
-
-
 _UNITS = {
     "": 1,
     "b": 1,

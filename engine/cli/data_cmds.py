@@ -19,7 +19,6 @@ from engine.cli import render
 from engine.cli.context import (
     cli_state,
     read_time_arg,
-    resolve_as_of,
     size_arg,
     table_arg,
     tenant_arg,
@@ -266,7 +265,7 @@ def query(
         limit = TABLE_VIEW_LIMIT
     store = state.store()
     # Pin "now" to a ts, so the title names exactly the time that was read.
-    ts = store.now() if when is None else resolve_as_of(store, tenant, when)
+    ts = store.now() if when is None else store.resolve_time(tenant, when)
     if sql is not None:
         show_sql(store, tenant, sql, ts, limit, state.json)
         return

@@ -17,7 +17,6 @@ import pytest
 from typer.testing import Result
 
 from engine.cli.app import main
-from engine.cli.context import resolve_as_of
 from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument, NotFound
 from tenants.objectstore.embedded import EmbeddedS3
@@ -364,17 +363,17 @@ def test_main_entry_point_exits_1_on_a_rewind_error(
     assert capsys.readouterr().err.startswith("error: tenant 'ghost' does not exist")
 
 
-def test_resolve_as_of_accepts_snapshot_names_instants_and_raw_ts(api: TableStore) -> None:
+def test_resolve_time_accepts_snapshot_names_instants_and_raw_ts(api: TableStore) -> None:
     api.create_tenant("acme")
     api.set_pitr("acme", parse_duration("1h"))
     snap = api.create_snapshot("acme", "monday")
-    assert resolve_as_of(api, "acme", "monday") == snap.ts
-    assert resolve_as_of(api, "acme", str(snap.ts)) == snap.ts
-    assert resolve_as_of(api, "acme", format_ts(snap.ts)) == snap.ts
+    assert api.resolve_time("acme", "monday") == snap.ts
+    assert api.resolve_time("acme", str(snap.ts)) == snap.ts
+    assert api.resolve_time("acme", format_ts(snap.ts)) == snap.ts
     with pytest.raises(NotFound, match="no snapshot 'tuesday'"):
-        resolve_as_of(api, "acme", "tuesday")
+        api.resolve_time("acme", "tuesday")
     with pytest.raises(InvalidArgument, match="in the future"):
-        resolve_as_of(api, "acme", "2999-01-01T00:00:00Z")
+        api.resolve_time("acme", "2999-01-01T00:00:00Z")
 
 
 def test_spark_reader_returns_the_same_rows_as_the_local_reader(
