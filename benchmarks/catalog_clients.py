@@ -21,8 +21,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 
 from tenants.catalog.migrations import MIGRATIONS
+from tenants.catalog.objects import RECORD_COLUMNS
 from tenants.catalog.sqlite import connect as sqlite_connect
-from tenants.objects.record import RECORD_COLUMNS, ObjectRecord, record_from_tuple
+from tenants.objects.record import ObjectRecord, record_from_tuple
 
 Backend = Literal["sqlite", "postgresql"]
 
