@@ -234,7 +234,7 @@ def _duckdb_case(store: TableStore, out: Path, table_bytes: int, rows_at_s: int)
             store,
             TENANT,
             f"{DATABASE}.{TABLE}",
-            snapshot=SNAPSHOT,
+            as_of=SNAPSHOT,
             connection=connection,
             name="rel",
         )

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenants.errors import InvalidArgument
 from tenants.names import qualified_table
 from tenants.spark.scan import read_function, read_spark, spark_dataframe
 from tenants.store import TableStore
+from tenants.times import AsOf
 
 __all__ = ["read_as_of", "read_function", "read_spark", "spark_dataframe"]
 
@@ -23,13 +23,12 @@ def read_as_of(
     spark: Any,
     tenant: str,
     table: str,
+    as_of: AsOf | None = None,
     *,
-    snapshot: str | None = None,
-    ts: int | str | None = None,
     store: TableStore | None = None,
 ) -> Any:
-    """The visible rows of ``table`` (``"db.table"``) at a snapshot or time, as a
-    Spark DataFrame of the table's columns as of then.
+    """The visible rows of ``table`` (``"db.table"``) at ``as_of``, as a Spark
+    DataFrame of the table's columns as of then.
 
     The MVCC rules run in the executors: each task reads its objects and keeps
     events at or before the time; a window per primary key keeps the newest
@@ -43,23 +42,22 @@ def read_as_of(
             Rewind's code is shipped with the first job).
         tenant: tenant name (or ``name@id``).
         table: ``database.table``.
-        snapshot: a snapshot name (searched through the tenant's lineage), or
-        ts: a protected time: a ts in µs or an ISO-8601 instant. Neither: now.
+        as_of: the time (:data:`tenants.times.AsOf`): a snapshot name (searched
+            through the tenant's lineage), an ISO-8601 instant, a ts in µs or a
+            time before now (``-1h``); None: now.
         store: the table store; default ``TableStore.open()`` from
             ``REWIND_CATALOG``, ``REWIND_WAREHOUSE`` and the AWS variables.
 
     Raises:
-        InvalidArgument: both ``snapshot`` and ``ts``.
+        InvalidArgument: a malformed time.
         InvalidName: ``table`` is not ``database.table``.
         NotFound, UnprotectedTime: as for any read.
     """
-    if snapshot is not None and ts is not None:
-        raise InvalidArgument("read_as_of takes a snapshot or a ts, not both")
     database, name = qualified_table(table)
     owned = store is None
     store = store or TableStore.open()
     try:
-        plan = store.plan_read(tenant, database, name, snapshot if snapshot is not None else ts)
+        plan = store.plan_read(tenant, database, name, as_of)
         return spark_dataframe(store.objects, plan, spark)
     finally:
         if owned:

@@ -34,7 +34,7 @@ from tenants.tenancy import (
     undrop_tenant,
 )
 from tenants.tenancy import create_tenant as _create_tenant
-from tenants.times import parse_time
+from tenants.times import AsOf, parse_time
 from tenants.warehouse_owner import MARKER, claim_warehouse, read_marker
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ class TableStore:
         with self.catalog.transaction() as tx:
             return alter_table(tx, active_tenant(tx, tenant), database, table, add=add, drop=drop)
 
-    def tables(self, tenant: str, as_of: int | str | None = None) -> list[TableRecord]:
+    def tables(self, tenant: str, as_of: AsOf | None = None) -> list[TableRecord]:
         """DDL as of a protected time: the tables that existed then, with their schemas."""
         from tenants.timeline.lineage import resolve_time
 
@@ -185,7 +185,7 @@ class TableStore:
         with self.catalog.transaction() as tx:
             return undrop_tenant(tx, ref, new_name)
 
-    def resolve_time(self, tenant: str, as_of: int | str) -> int:
+    def resolve_time(self, tenant: str, as_of: AsOf) -> int:
         """A snapshot name, ISO instant, ts or relative time (``now``, ``-1h``,
         ``PT15M``, counted back from the catalog clock) as a protected ts of the
         name's lineage (tenants.timeline.lineage.resolve_time). The one place a
@@ -327,7 +327,7 @@ class TableStore:
         )
 
     def plan_read(
-        self, tenant: str, database: str, table: str, as_of: int | str | None = None
+        self, tenant: str, database: str, table: str, as_of: AsOf | None = None
     ) -> ReadPlan:
         from tenants.reads.visible import plan_read
 
@@ -338,7 +338,7 @@ class TableStore:
         tenant: str,
         database: str,
         table: str,
-        as_of: int | str | None = None,
+        as_of: AsOf | None = None,
         *,
         reader: Reader = "local",
     ) -> pa.Table:
@@ -360,17 +360,15 @@ class TableStore:
         self,
         tenant: str,
         table: str,
+        as_of: AsOf | None = None,
         *,
-        snapshot: str | None = None,
-        ts: int | None = None,
-        at: str | None = None,
         columns: Sequence[str] | None = None,
         keys: Keys | None = None,
         filter: pc.Expression | None = None,
         limit: int | None = None,
         batch_rows: int = BATCH_ROWS,
     ) -> pa.RecordBatchReader:
-        """Visible rows of ``table`` (``"db.table"``) at a snapshot or time, streamed
+        """Visible rows of ``table`` (``"db.table"``) at ``as_of`` (default now), streamed
         as Arrow batches in primary-key order, for DuckDB, polars, pandas and the
         like: see :func:`tenants.reads.arrow.read_arrow` (arguments, errors) and
         docs/engines.md (filters, how long a read may take)."""
@@ -380,9 +378,7 @@ class TableStore:
             self,
             tenant,
             table,
-            snapshot=snapshot,
-            ts=ts,
-            at=at,
+            as_of,
             columns=columns,
             keys=keys,
             filter=filter,

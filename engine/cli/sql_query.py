@@ -41,7 +41,7 @@ def show_sql(
 
     connection = sandboxed_duckdb()
     try:
-        batches = result_batches(duckdb_sql(store, tenant, sql, ts=ts, connection=connection))
+        batches = result_batches(duckdb_sql(store, tenant, sql, as_of=ts, connection=connection))
         try:
             if as_json and limit is None:
                 render.emit_rows_json(pa.Table.from_batches([b]) for b in batches)

@@ -34,19 +34,17 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tenants.catalog import Catalog, Tx
+from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, ObjectMissing
 from tenants.names import qualified_table
 from tenants.objects.reader import BATCH_ROWS
 from tenants.objectstore import ObjectStore
 from tenants.reads.key_range import KeyRange, exact_bound
 from tenants.reads.stream_exit import ExitSafeStream
-from tenants.reads.visible import ReadPlan, narrowed, read_plan_in, stream_visible
-from tenants.tenancy import TenantRecord, find_tenant
-from tenants.timeline.lineage import require_data, resolve_time, snapshot_in_lineage
-from tenants.timeline.protection import wall_now
-from tenants.timeline.snapshots import snapshot_name
-from tenants.times import parse_time
+from tenants.reads.visible import ReadPlan, narrowed, plan_read, stream_visible
+from tenants.tenancy import find_tenant
+from tenants.timeline.lineage import require_data, resolve_time
+from tenants.times import AsOf
 
 __all__ = ["ArrowRead", "KeyRange", "Keys", "plan_arrow_read", "plan_time", "read_arrow"]
 
@@ -183,10 +181,8 @@ def plan_arrow_read(
     store: Store,
     tenant: str,
     table: str,
+    as_of: AsOf | None = None,
     *,
-    snapshot: str | None = None,
-    ts: int | None = None,
-    at: str | None = None,
     columns: Sequence[str] | None = None,
     keys: Keys | None = None,
     filter: pc.Expression | None = None,
@@ -203,7 +199,7 @@ def plan_arrow_read(
         raise InvalidArgument(
             f"invalid batch_rows {batch_rows!r} for {tenant}/{table}: use 1 or more rows"
         )
-    plan = _plan(store.catalog, tenant, database, name, snapshot=snapshot, ts=ts, at=at)
+    plan = _plan(store.catalog, tenant, database, name, as_of)
     shown = tuple(plan.table.schema.names if columns is None else columns)
     narrowed(plan, shown)  # refuses unknown, repeated or no columns, naming the table
     return ArrowRead(
@@ -222,17 +218,15 @@ def read_arrow(
     store: Store,
     tenant: str,
     table: str,
+    as_of: AsOf | None = None,
     *,
-    snapshot: str | None = None,
-    ts: int | None = None,
-    at: str | None = None,
     columns: Sequence[str] | None = None,
     keys: Keys | None = None,
     filter: pc.Expression | None = None,
     limit: int | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> pa.RecordBatchReader:
-    """The visible rows of ``table`` at a snapshot or time, streamed as Arrow.
+    """The visible rows of ``table`` at a time, streamed as Arrow.
 
     The rows are what ``TableStore.read`` returns at that time, in primary-key
     order, with the table's columns as of then and no internal column; they
@@ -244,10 +238,9 @@ def read_arrow(
         tenant: tenant name (or ``name@id``); times before a restore read the
             tenant that held the name then (tenants.timeline.lineage).
         table: ``database.table``.
-        snapshot: a snapshot name of the tenant's lineage; or
-        ts: a protected time in µs since the epoch; or
-        at: a protected time as text: an ISO-8601 instant, ``now``, or a time
-            before now (``-1h``, ``PT15M``). At most one of the three; none: now.
+        as_of: the time (:data:`tenants.times.AsOf`): a snapshot name of the
+            tenant's lineage, an ISO-8601 instant, a ts in µs, or a time before
+            the catalog's now (``-1h``, ``PT15M``); None: now.
         columns: the columns to show, in that order (default all); objects are
             read with these, the key and ``__ts`` alone.
         keys: a primary-key range (:data:`Keys`): objects and row groups wholly
@@ -263,7 +256,7 @@ def read_arrow(
         InvalidName: a malformed tenant, table or snapshot name.
         UnprotectedTime: the time is not protected (no snapshot, outside the PITR
             window, not now).
-        InvalidArgument: more than one of snapshot, ts and at; a malformed time,
+        InvalidArgument: a malformed time (or one of another type than str or int),
             key range, filter, limit or batch size.
         ObjectMissing, CorruptObject (while reading): an object of the plan is
             gone (collected by GC after the read's time stopped being
@@ -273,9 +266,7 @@ def read_arrow(
         store,
         tenant,
         table,
-        snapshot=snapshot,
-        ts=ts,
-        at=at,
+        as_of,
         columns=columns,
         keys=keys,
         filter=filter,
@@ -284,73 +275,21 @@ def read_arrow(
     ).reader()
 
 
-def _plan(
-    catalog: Catalog,
-    tenant: str,
-    database: str,
-    table: str,
-    *,
-    snapshot: str | None,
-    ts: int | None,
-    at: str | None,
-) -> ReadPlan:
-    """The read plan at the time named by one of ``snapshot``, ``ts``, ``at`` (none: now)."""
-    _check_time(f"read of {tenant}/{database}.{table}", snapshot, ts, at)
-    with catalog.snapshot() as tx:
-        holder, as_of = _time_in(tx, tenant, snapshot=snapshot, ts=ts, at=at)
-        return read_plan_in(tx, holder, database, table, as_of)
+def _plan(catalog: Catalog, tenant: str, database: str, table: str, as_of: AsOf | None) -> ReadPlan:
+    """The read plan at ``as_of`` (None: now), as ``TableStore.read`` plans it."""
+    return plan_read(catalog, tenant, database, table, as_of)
 
 
-def plan_time(
-    store: Store,
-    tenant: str,
-    *,
-    snapshot: str | None = None,
-    ts: int | None = None,
-    at: str | None = None,
-) -> int:
-    """The ts one of ``snapshot``, ``ts``, ``at`` (none: now) names for ``tenant``, checked
-    as a read checks it: reads of several tables at it see one state of the tenant.
+def plan_time(store: Store, tenant: str, as_of: AsOf | None = None) -> int:
+    """The ts ``as_of`` (None: now) names for ``tenant``, checked as a read checks
+    it: reads of several tables at it see one state of the tenant.
 
     Raises:
         NotFound, UnprotectedTime, InvalidArgument: as :func:`read_arrow`.
     """
-    _check_time(f"read of {tenant}", snapshot, ts, at)
     with store.catalog.snapshot() as tx:
-        return _time_in(tx, tenant, snapshot=snapshot, ts=ts, at=at)[1]
-
-
-def _check_time(what: str, snapshot: str | None, ts: int | None, at: str | None) -> None:
-    """Each of ``snapshot``, ``ts`` and ``at`` names its own kind of time, so none is
-    guessed from its text: a snapshot called ``now`` is a snapshot, ``at="PT15M"``
-    is fifteen minutes ago; at most one is given."""
-    named = [k for k, v in (("snapshot", snapshot), ("ts", ts), ("at", at)) if v is not None]
-    if len(named) > 1:
-        raise InvalidArgument(f"{what}: give one of snapshot, ts or at, not {' and '.join(named)}")
-    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
-        raise InvalidArgument(f"ts {ts!r}: give an int of µs since the epoch (or use at=)")
-    if at is not None and not isinstance(at, str):
-        raise InvalidArgument(f"at {at!r}: give a time as text (or use ts= for an int of µs)")
-    if snapshot is not None:
-        snapshot_name(snapshot)
-
-
-def _time_in(
-    tx: Tx, tenant: str, *, snapshot: str | None, ts: int | None, at: str | None
-) -> tuple[TenantRecord, int]:
-    """(the tenant holding the data then, the ts) of a checked time, in ``tx``."""
-    tenant_rec = require_data(find_tenant(tx, tenant))
-    if snapshot is not None:
-        holder, snap = snapshot_in_lineage(tx, tenant_rec, snapshot)
-        return require_data(holder), snap.ts
-    if ts is not None:
-        holder, as_of, _ = resolve_time(tx, tenant_rec, ts)
-        return holder, as_of
-    if at is not None:
-        instant = parse_time(at).resolve(wall_now(tx))
-        holder, as_of, _ = resolve_time(tx, tenant_rec, instant)
-        return holder, as_of
-    return tenant_rec, tx.last_ts()
+        tenant_rec = require_data(find_tenant(tx, tenant))
+        return tx.last_ts() if as_of is None else resolve_time(tx, tenant_rec, as_of)[1]
 
 
 def _key_range(keys: Keys | None, plan: ReadPlan) -> KeyRange | None:

@@ -26,6 +26,7 @@ from tenants.catalog.query_views import create_table_view, relation_name, sandbo
 from tenants.errors import InvalidArgument, MissingDependency
 from tenants.names import object_name
 from tenants.reads.arrow import Keys, Store, plan_arrow_read, plan_time
+from tenants.times import AsOf
 
 if TYPE_CHECKING:
     import duckdb
@@ -40,17 +41,15 @@ def to_duckdb(
     store: Store,
     tenant: str,
     table: str,
+    as_of: AsOf | None = None,
     *,
-    snapshot: str | None = None,
-    ts: int | None = None,
-    at: str | None = None,
     columns: Sequence[str] | None = None,
     keys: Keys | None = None,
     filter: pc.Expression | None = None,
     connection: duckdb.DuckDBPyConnection | None = None,
     name: str | None = None,
 ) -> duckdb.DuckDBPyRelation:
-    """The visible rows of ``table`` at a snapshot or time, as a DuckDB relation.
+    """The visible rows of ``table`` at a time, as a DuckDB relation.
 
     DuckDB scans the rows as Rewind streams them (in primary-key order, in
     batches), once per query it runs on the relation; filters, joins and
@@ -87,9 +86,7 @@ def to_duckdb(
         store,
         tenant,
         table,
-        snapshot=snapshot,
-        ts=ts,
-        at=at,
+        as_of,
         columns=columns,
         keys=keys,
         filter=filter,
@@ -106,16 +103,14 @@ def to_polars(
     store: Store,
     tenant: str,
     table: str,
+    as_of: AsOf | None = None,
     *,
-    snapshot: str | None = None,
-    ts: int | None = None,
-    at: str | None = None,
     columns: Sequence[str] | None = None,
     keys: Keys | None = None,
     filter: pc.Expression | None = None,
     lazy: bool = True,
 ) -> pl.LazyFrame | pl.DataFrame:
-    """The visible rows of ``table`` at a snapshot or time, as a polars LazyFrame
+    """The visible rows of ``table`` at a time, as a polars LazyFrame
     (or, with ``lazy=False``, the DataFrame it collects to).
 
     The LazyFrame is a polars IO source over Rewind's stream, read anew each
@@ -143,9 +138,7 @@ def to_polars(
         store,
         tenant,
         table,
-        snapshot=snapshot,
-        ts=ts,
-        at=at,
+        as_of,
         columns=columns,
         keys=keys,
         filter=filter,
@@ -188,10 +181,8 @@ def duckdb_sql(
     store: Store,
     tenant: str,
     sql: str,
+    as_of: AsOf | None = None,
     *,
-    snapshot: str | None = None,
-    ts: int | None = None,
-    at: str | None = None,
     connection: duckdb.DuckDBPyConnection | None = None,
 ) -> duckdb.DuckDBPyRelation:
     """The result of a DuckDB ``sql`` query over the tenant's tables, every table it
@@ -219,9 +210,9 @@ def duckdb_sql(
     duck = _engine("duckdb", "duckdb_sql")
     check_query(sql, duck)
     tables = sql_tables(sql, duck)
-    first = plan_time(store, tenant, snapshot=snapshot, ts=ts, at=at)
+    first = plan_time(store, tenant, as_of)
     reads = [
-        (database, table, plan_arrow_read(store, tenant, f"{database}.{table}", ts=first))
+        (database, table, plan_arrow_read(store, tenant, f"{database}.{table}", first))
         for database, table in tables
     ]
     if connection is None:

@@ -31,6 +31,7 @@ from tenants.reads.merge import MergeInput, gather, merge_rounds, typed_key
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, find_table, find_tenant
 from tenants.timeline.lineage import require_data, resolve_time
+from tenants.times import AsOf
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class ReadPlan:
 
 
 def plan_read(
-    catalog: Catalog, tenant: str, database: str, table: str, as_of: int | str | None = None
+    catalog: Catalog, tenant: str, database: str, table: str, as_of: AsOf | None = None
 ) -> ReadPlan:
     """Resolve tenant, table, schema and objects for a read at ``as_of`` (default now).
 

@@ -205,6 +205,11 @@ def resolve_time(tx: Tx, tenant: TenantRecord, text: str | int) -> tuple[TenantR
     Raises ``UnprotectedTime`` unless that tenant protects the time, and when
     the tenant that held the name then is purged or past its retention.
     """
+    if isinstance(text, bool) or not isinstance(text, (str, int)):  # never truncated to a time
+        raise InvalidArgument(
+            f"time {text!r} for tenant {tenant.name!r}: give text (a snapshot name, an "
+            "ISO-8601 instant, -1h) or an int of µs since the epoch"
+        )
     if isinstance(text, str) and text.strip() and not starts_time(text):
         value = text.strip()
         if not SNAPSHOT_NAME.fullmatch(value):  # neither a name nor a time: say both

@@ -21,7 +21,7 @@ from tenants.spark_reader import read_as_of
 def main() -> None:
     tenant, table, snapshot = sys.argv[1:4]
     spark = get_spark()
-    frame = read_as_of(spark, tenant, table, snapshot=snapshot)
+    frame = read_as_of(spark, tenant, table, as_of=snapshot)
     row = frame.agg(F.count("*").alias("rows"), F.sum("id").alias("ids")).collect()[0]
     sc = spark.sparkContext
     executors = sc._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver

@@ -143,12 +143,12 @@ def engine(job: dict[str, object]) -> None:
 
     def run(table: str) -> int:
         if how == "arrow":
-            reader = store.read_arrow("acme", f"db.{table}", snapshot="s")
+            reader = store.read_arrow("acme", f"db.{table}", as_of="s")
             return sum(batch.num_rows for batch in reader)
         if how == "duckdb":
             from tenants.reads.interop import to_duckdb
 
-            relation = to_duckdb(store, "acme", f"db.{table}", snapshot="s")
+            relation = to_duckdb(store, "acme", f"db.{table}", as_of="s")
             [(rows, _)] = relation.aggregate("count(*), sum(octet_length(p))").fetchall()
             return int(rows)
         if how == "polars":
@@ -156,7 +156,7 @@ def engine(job: dict[str, object]) -> None:
 
             from tenants.reads.interop import to_polars
 
-            lazy = to_polars(store, "acme", f"db.{table}", snapshot="s")
+            lazy = to_polars(store, "acme", f"db.{table}", as_of="s")
             assert isinstance(lazy, pl.LazyFrame)
             frame = lazy.select(pl.len(), pl.col("p").bin.size().sum()).collect(engine="streaming")
             return int(frame.item(0, 0))

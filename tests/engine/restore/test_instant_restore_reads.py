@@ -240,13 +240,13 @@ def test_read_arrow_with_keys_columns_filters_and_limits_equals_the_source_at_s(
     for table in TABLES:
         for shape in shapes:
             got = store.read_arrow("copy", f"db.{table}", **shape).read_all()
-            want = store.read_arrow("acme", f"db.{table}", snapshot="s", **shape).read_all()
+            want = store.read_arrow("acme", f"db.{table}", as_of="s", **shape).read_all()
             assert got.to_pylist() == want.to_pylist(), (table, shape)
             assert got.schema == want.schema, (table, shape)
         # and at a carried snapshot of the restored tenant
         for shape in shapes[:4]:
-            got = store.read_arrow("copy", f"db.{table}", snapshot="early", **shape).read_all()
-            want = store.read_arrow("acme", f"db.{table}", snapshot="early", **shape).read_all()
+            got = store.read_arrow("copy", f"db.{table}", as_of="early", **shape).read_all()
+            want = store.read_arrow("acme", f"db.{table}", as_of="early", **shape).read_all()
             assert got.to_pylist() == want.to_pylist(), (table, shape, "early")
 
 
@@ -280,7 +280,7 @@ def test_duckdb_and_polars_read_the_restored_tenant_as_the_source_at_s(store: Ta
     items = {r["id"]: r["v"] for r in store.read("acme", "db", "items", as_of="s").to_pylist()}
     other = {r["id"]: r["v"] for r in store.read("acme", "db", "other", as_of="s").to_pylist()}
     assert joined == [(k, items[k], other[k]) for k in sorted(items.keys() & other.keys())]
-    early = duckdb_sql(store, "copy", "SELECT id, v FROM db.log ORDER BY id", snapshot="early")
+    early = duckdb_sql(store, "copy", "SELECT id, v FROM db.log ORDER BY id", as_of="early")
     assert early.fetchall() == [
         (r["id"], r["v"]) for r in store.read("acme", "db", "log", as_of="early").to_pylist()
     ]
@@ -296,7 +296,7 @@ def test_spark_reads_the_restored_tenant_as_the_source_at_s(
         frame = read_as_of(spark, "copy", f"db.{table}", store=store)
         assert sorted(frame.toArrow().to_pylist(), key=lambda r: r["id"]) == want, table
         assert store.read("copy", "db", table, reader="spark").to_pylist() == want, table
-    early = read_as_of(spark, "copy", "db.items", snapshot="early", store=store).toArrow()
+    early = read_as_of(spark, "copy", "db.items", as_of="early", store=store).toArrow()
     assert sorted(early.to_pylist(), key=lambda r: r["id"]) == at(store, "acme", "early")["items"]
     # a logical backup whose dump the Spark executors write
     uri = f"file://{tmp_path / 'backups'}"

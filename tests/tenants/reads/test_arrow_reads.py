@@ -148,11 +148,11 @@ def history(store: TableStore) -> dict[str, int]:
 def test_read_arrow_streams_exactly_the_rows_a_read_returns_at_every_time(
     store: TableStore, history: dict[str, int]
 ) -> None:
-    times: list[dict[str, Any]] = [{"ts": t} for t in history.values()]
-    times += [{"ts": t - 1} for t in history.values() if t - 1 >= history["load"]]
-    times += [{"snapshot": "mon"}, {"snapshot": "tue"}, {}, {"at": "now"}]
+    times: list[dict[str, Any]] = [{"as_of": t} for t in history.values()]
+    times += [{"as_of": t - 1} for t in history.values() if t - 1 >= history["load"]]
+    times += [{"as_of": "mon"}, {"as_of": "tue"}, {}, {"as_of": "now"}]
     for when in times:
-        point = when.get("ts", when.get("snapshot", when.get("at")))
+        point = when.get("as_of")
         expected = store.read("acme", "shop", "orders", point)
         reader = read_arrow(store, "acme", "shop.orders", batch_rows=3, **when)
         assert reader.schema == expected.schema, when  # the columns as of then, no __ts
@@ -173,7 +173,7 @@ def test_a_column_added_later_reads_as_its_default_in_older_objects(
         for r in store.read("acme", "shop", "orders").to_pylist()
     ]
     with pytest.raises(NotFound, match=r"shop\.orders of tenant 'acme' has no column 'day'"):
-        read_arrow(store, "acme", "shop.orders", snapshot="mon", columns=["day"])
+        read_arrow(store, "acme", "shop.orders", as_of="mon", columns=["day"])
 
 
 def test_selected_columns_are_the_only_ones_decoded_beside_the_key_and_ts(
@@ -209,8 +209,8 @@ def test_a_snapshot_after_an_in_place_restore_reads_the_retired_tenant(
     at_tue = store.read("acme", "shop", "orders", "tue")
     at_mon = store.read("acme", "shop", "orders", "mon")
     restore_tenant(store, "acme", "mon", executor="local")
-    assert read_arrow(store, "acme", "shop.orders", snapshot="tue").read_all().equals(at_tue)
-    assert read_arrow(store, "acme", "shop.orders", ts=history["late"]).read_all().equals(at_tue)
+    assert read_arrow(store, "acme", "shop.orders", as_of="tue").read_all().equals(at_tue)
+    assert read_arrow(store, "acme", "shop.orders", as_of=history["late"]).read_all().equals(at_tue)
     assert read_arrow(store, "acme", "shop.orders").read_all().equals(at_mon)
 
 
@@ -237,7 +237,7 @@ def test_a_non_key_filter_never_brings_back_a_version_a_newer_one_replaced(
             store.compact("acme", "shop", "orders")
             assert len(store.objects_of("acme")) <= 2
         assert read_arrow(store, "acme", "shop.orders", filter=big).read_all().num_rows == 0
-        then = read_arrow(store, "acme", "shop.orders", ts=first, filter=big).read_all()
+        then = read_arrow(store, "acme", "shop.orders", as_of=first, filter=big).read_all()
         assert then.column("id").to_pylist() == [1, 2]
         assert to_duckdb(store, "acme", "shop.orders").filter("qty > 5").fetchall() == []
         assert to_duckdb(store, "acme", "shop.orders", filter=big).fetchall() == []
@@ -309,7 +309,7 @@ def test_duckdb_sees_the_rows_at_a_snapshot_as_often_as_it_asks(
     rows = [tuple(r.values()) for r in expected.to_pylist()]
     connection = duckdb.connect()
     relation = to_duckdb(
-        store, "acme", "shop.orders", snapshot="mon", connection=connection, name="orders_mon"
+        store, "acme", "shop.orders", as_of="mon", connection=connection, name="orders_mon"
     )
     for _ in range(2):  # each query reads the plan anew, never a drained stream
         assert relation.order("id, region").fetchall() == rows
@@ -325,7 +325,7 @@ def test_polars_lazy_frames_push_columns_and_limits_down_and_collect_again(
     store: TableStore, history: dict[str, int]
 ) -> None:
     expected = store.read("acme", "shop", "orders", "tue")
-    lazy = to_polars(store, "acme", "shop.orders", snapshot="tue")
+    lazy = to_polars(store, "acme", "shop.orders", as_of="tue")
     assert isinstance(lazy, pl.LazyFrame)
     for _ in range(2):
         assert lazy.collect().to_arrow().equals(pl.from_arrow(expected).to_arrow())  # type: ignore[union-attr]
@@ -334,7 +334,7 @@ def test_polars_lazy_frames_push_columns_and_limits_down_and_collect_again(
     assert lazy.filter(pl.col("note").is_not_null()).select("note").collect()["note"].to_list() == [
         n for n in expected["note"].to_pylist() if n is not None
     ]
-    eager = to_polars(store, "acme", "shop.orders", snapshot="tue", lazy=False)
+    eager = to_polars(store, "acme", "shop.orders", as_of="tue", lazy=False)
     assert isinstance(eager, pl.DataFrame) and eager.height == expected.num_rows
 
 
@@ -367,17 +367,14 @@ BAD_REQUESTS: list[tuple[dict[str, Any], type[Exception], str]] = [
         r"table shop\.nothing does not exist in tenant 'acme'",
     ),
     ({"table": "orders"}, InvalidName, "expected DB.TABLE"),
-    ({"snapshot": "sun"}, NotFound, "tenant 'acme' has no snapshot 'sun'"),
-    ({"snapshot": "bad name"}, InvalidName, "invalid snapshot name"),
-    ({"ts": 1}, UnprotectedTime, "is not protected for tenant 'acme'"),
-    ({"at": "2001-01-01T00:00:00Z"}, UnprotectedTime, "is not protected for tenant 'acme'"),
-    ({"at": "yesterday"}, InvalidArgument, "invalid time"),
-    ({"ts": "1"}, InvalidArgument, "give an int of µs"),
-    (
-        {"snapshot": "mon", "ts": 5},
-        InvalidArgument,
-        "one of snapshot, ts or at, not snapshot and ts",
-    ),
+    ({"as_of": "sun"}, NotFound, "tenant 'acme' has no snapshot 'sun'"),
+    ({"as_of": "bad name"}, InvalidArgument, "invalid time or snapshot 'bad name'"),
+    ({"as_of": 1}, UnprotectedTime, "is not protected for tenant 'acme'"),
+    ({"as_of": "2001-01-01T00:00:00Z"}, UnprotectedTime, "is not protected for tenant 'acme'"),
+    ({"as_of": "-yesterday"}, InvalidArgument, "invalid"),
+    ({"as_of": "1"}, InvalidArgument, "2000-01-01"),
+    ({"as_of": 1.5}, InvalidArgument, "time 1.5 for tenant 'acme': give text"),
+    ({"as_of": True}, InvalidArgument, "time True for tenant 'acme': give text"),
     (
         {"columns": ["id", "nope"]},
         NotFound,

@@ -150,7 +150,7 @@ def test_arrow_reads_at_every_protected_time_equal_the_oracle_after_resolution(
         points: list[tuple[dict[str, Any], int]] = [({}, now)]
         for name, ts in sorted(m.snapshots.items()):
             # A snapshot's time may be named by the snapshot, its ts, or as an instant.
-            forms = [{"snapshot": name}, {"ts": ts}, {"at": format_ts(ts)}]
+            forms = [{"as_of": name}, {"as_of": ts}, {"as_of": format_ts(ts)}]
             points.append((data.draw(st.sampled_from(forms)), ts))
         for when, at_ts in points:
             for table in TABLES:

@@ -81,10 +81,10 @@ def test_a_query_joins_the_visible_rows_of_every_table_it_names_at_one_time(
             name = items[order["item"]]
             totals[name] = totals.get(name, 0) + order["qty"]
         expected[when] = sorted(totals.items())
-    assert duckdb_sql(store, "acme", JOIN, snapshot="mon").fetchall() == expected["mon"]
+    assert duckdb_sql(store, "acme", JOIN, as_of="mon").fetchall() == expected["mon"]
     assert duckdb_sql(store, "acme", JOIN).fetchall() == expected[None]
     assert expected["mon"] == [("apple", 4), ("pear", 1 + 30 + 5)]  # 2 deleted, 3 updated
-    relation = duckdb_sql(store, "acme", "SELECT count(*) FROM shop.orders", snapshot="mon")
+    relation = duckdb_sql(store, "acme", "SELECT count(*) FROM shop.orders", as_of="mon")
     assert relation.fetchall() == relation.fetchall() == [(4,)]  # each query a new stream
 
 
@@ -103,9 +103,9 @@ def test_a_query_naming_a_table_the_tenant_lacks_at_that_time_is_not_found(
 ) -> None:
     shop(store)
     with pytest.raises(NotFound, match="shop.nope"):
-        duckdb_sql(store, "acme", "SELECT * FROM shop.nope", snapshot="mon")
+        duckdb_sql(store, "acme", "SELECT * FROM shop.nope", as_of="mon")
     with pytest.raises(NotFound, match="no snapshot 'sun'"):
-        duckdb_sql(store, "acme", JOIN, snapshot="sun")
+        duckdb_sql(store, "acme", JOIN, as_of="sun")
 
 
 def test_rewind_query_sql_prints_a_table_or_json_and_refuses_what_it_cannot_mean(
