@@ -63,6 +63,7 @@ _EXPORTS = {
     "ClusterMisconfigured": "tenants.errors",
     "TaskFailed": "tenants.errors",
     "CopyMismatch": "tenants.errors",
+    "Locked": "tenants.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -108,6 +109,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr_
     from tenants.errors import InvalidArgument as InvalidArgument
     from tenants.errors import InvalidName as InvalidName
     from tenants.errors import KeyViolation as KeyViolation
+    from tenants.errors import Locked as Locked
     from tenants.errors import MissingDependency as MissingDependency
     from tenants.errors import NotConfirmed as NotConfirmed
     from tenants.errors import NotFound as NotFound

@@ -129,3 +129,9 @@ class TaskFailed(RewindError):
 class CatalogMoved(RewindError):
     """``rewind catalog copy`` moved this catalog to a successor: it refuses writes,
     restores and GC (reads still work); the message names the successor."""
+
+
+class Locked(RewindError):
+    """A backup (or one of its object versions) is under S3 Object Lock retention or
+    a legal hold: deleting it is refused until its retain-until date (named in the
+    message), or, for GOVERNANCE, without ``--bypass-governance``."""

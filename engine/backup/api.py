@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.backup.destination import (
@@ -22,6 +22,8 @@ from engine.backup.destination import (
     open_destination,
     read_manifest,
 )
+from engine.backup.evidence import findings
+from engine.backup.locked import delete_from_vault, lock_state
 from engine.backup.physical import (
     PENDING,
     create_physical,
@@ -29,13 +31,14 @@ from engine.backup.physical import (
     restore_physical,
     verify_physical,
 )
+from engine.backup.vault import LockPolicy, is_vault, refuse_delete, wall_now_us
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
 from engine.pipeline import Kind as Kind
 from tenants.catalog.engine.staging import tenant_state
 from tenants.catalog.tenants import active_holder_id
-from tenants.errors import InvalidArgument, NotFound
+from tenants.errors import CorruptObject, InvalidArgument, NotFound
 from tenants.names import backup_id as checked_backup_id
 from tenants.names import tenant_name
 from tenants.objectstore import ObjectStore
@@ -65,12 +68,22 @@ def create_backup(
     *,
     kind: str = "physical",
     reader: str = "local",
+    lock: str | None = None,
+    retain: str | None = None,
 ) -> BackupResult:
     """Back up ``tenant`` as of ``as_of`` to the destination at ``uri``: ``physical``
     (its objects, incremental) or ``logical`` (a portable dump).
 
+    With ``lock`` (``"compliance"`` or ``"governance"``) and ``retain`` (a
+    duration, ``"30d"``), the backup is written to an S3 bucket with Object
+    Lock and every object version it references, and its manifest, is locked
+    until ``retain`` from now: nobody can delete it before then, not even with
+    the credentials that wrote it (docs/vault.md).
+
     Raises:
-        InvalidArgument: an unknown kind, or a malformed ``uri``.
+        InvalidArgument: an unknown kind, or a malformed ``uri``; a lock on a
+            destination that cannot lock (``file://``, a bucket without Object
+            Lock) or a malformed ``lock``/``retain``: nothing is written.
         NotFound, UnprotectedTime: an unknown tenant or an unprotected point;
             nothing is written to the destination.
         AlreadyExists: ``uri`` holds data that is not a Rewind backup.
@@ -79,8 +92,14 @@ def create_backup(
     """
     if kind not in ("logical", "physical"):
         raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
+    policy = LockPolicy.parse(lock, retain)
+    if policy is not None and kind == "logical":
+        raise InvalidArgument(
+            "locked backups are physical for now: use --kind physical with --lock "
+            "(a locked logical dump is not built yet); nothing was written"
+        )
     store.resolve_time(tenant, as_of)  # unknown tenant or unprotected point: claim nothing
-    dest = open_destination(uri, create=True)
+    dest = open_destination(uri, create=True, lockable=policy is not None)
     backup_id = new_id()
     if kind == "logical":
         result = dump_tenant(
@@ -104,7 +123,7 @@ def create_backup(
             result.manifest.rows,
             result.seconds,
         )
-    phys = create_physical(store, tenant, as_of, dest, backup_id)
+    phys = create_physical(store, tenant, as_of, dest, backup_id, lock=policy)
     return BackupResult(
         backup_id,
         kind,
@@ -119,7 +138,18 @@ def create_backup(
 
 
 def backups(uri: str) -> list[BackupEntry]:
-    return list_backups(open_destination(uri, create=False))
+    """Every backup at ``uri``, oldest first; in a vault, with each one's legal hold
+    as S3 reports it now (its lock mode and retain-until come from its manifest)."""
+    dest = open_destination(uri, create=False)
+    entries = list_backups(dest)
+    if not is_vault(dest):
+        return entries
+    return [
+        replace(e, legal_hold=bool(lock_state(dest, e.backup_id).get("legal_hold")))
+        if e.complete
+        else e
+        for e in entries
+    ]
 
 
 def show_backup(uri: str, backup_id: str) -> dict[str, Any]:
@@ -136,11 +166,14 @@ def show_backup(uri: str, backup_id: str) -> dict[str, Any]:
     objects = raw.pop("objects", None)
     if objects is not None:
         raw["object_count"] = len(objects)
-    return raw
+    return raw | lock_state(dest, backup_id)
 
 
 def verify_backup(uri: str, backup_id: str) -> int:
     """Re-read every file of the backup and check sizes and hashes; loads nothing.
+    A physical backup's manifest is also checked against its own object-list
+    digest and the tenant's chain of manifests, and in a vault every recorded
+    version must still be there, not overwritten or hidden (engine.backup.evidence).
 
     Raises:
         InvalidName: ``backup_id`` is not an id (a path, ``..``): nothing is read.
@@ -150,24 +183,46 @@ def verify_backup(uri: str, backup_id: str) -> int:
     if manifest_kind(dest, backup_id) == "logical":
         manifest = verify_dump(dest, backup_root(backup_id))
         return sum(len(t.files) for t in manifest.tables)
-    return verify_physical(dest, backup_id)
+    verified = verify_physical(dest, backup_id)
+    found = findings(dest, backup_id, read_manifest(dest, backup_id), wall_now_us())
+    if found:
+        raise CorruptObject("; ".join(found))
+    return verified
 
 
-def delete_backup(uri: str, backup_id: str) -> int:
+def delete_backup(
+    uri: str, backup_id: str, *, bypass_governance: bool = False, now_us: int | None = None
+) -> int:
     """Delete a backup: its manifest first (so it is never half-listed), then its files.
 
     Objects of a physical backup are deleted only if no other physical backup
-    at the destination references them.
+    at the destination references them. In a vault (a bucket with Object
+    Lock) the backup's versions are removed for good, and only once no lock
+    protects them: a locked backup is refused before its retain-until date
+    (a governance one unless ``bypass_governance``), a held one until its
+    hold is released, and no object another backup's lock still covers is
+    touched.
 
     Raises:
         InvalidName: ``backup_id`` is not an id (a path, ``..``): nothing is read.
         NotFound: no backup ``backup_id`` at ``uri``.
+        Locked: the backup's lock or legal hold still protects it; nothing is deleted.
+        InvalidArgument: ``bypass_governance`` on a compliance or unlocked backup.
     """
     checked_backup_id(backup_id)
     dest = open_destination(uri, create=False)
     entries = {e.backup_id: e for e in list_backups(dest)}
     if backup_id not in entries:
         raise NotFound(f"no backup {backup_id} at {uri}")
+    if is_vault(dest):
+        return delete_from_vault(
+            dest,
+            entries,
+            backup_id,
+            bypass_governance=bypass_governance,
+            now_us=wall_now_us() if now_us is None else now_us,
+        )
+    refuse_delete(backup_id, None, bypass_governance=bypass_governance, now_us=0)
     shared: set[str] = set()
     mine: set[str] = set()
     for other in entries.values():

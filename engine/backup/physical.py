@@ -17,7 +17,21 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
-from engine.backup.destination import backup_root, read_manifest
+from engine.backup.destination import (
+    backup_root,
+    manifest_key,
+    objects_digest,
+    previous_link,
+    read_manifest,
+)
+from engine.backup.vault import (
+    LockPolicy,
+    first_versions,
+    lock_all,
+    lock_written,
+    pinned,
+    wall_now_us,
+)
 from engine.executors.task import rewrite_object
 from engine.logical.reload import discard_staging
 from engine.materialise import materialise_tenant
@@ -63,10 +77,17 @@ def _stored_path(object_id: str) -> str:
 
 
 def create_physical(
-    store: TableStore, tenant: str, as_of: AsOf, dest: ObjectStore, backup_id: str
+    store: TableStore,
+    tenant: str,
+    as_of: AsOf,
+    dest: ObjectStore,
+    backup_id: str,
+    *,
+    lock: LockPolicy | None = None,
 ) -> PhysicalResult:
     """Copy ``tenant``'s objects as of ``as_of`` to ``dest`` (straddlers rewritten at S),
-    then write the manifest.
+    then write the manifest; with ``lock`` (a vault), lock the version of every
+    object the backup references and of its manifest (engine.backup.vault).
 
     Raises:
         NotFound, UnprotectedTime: an unknown tenant or an unprotected point.
@@ -77,7 +98,11 @@ def create_physical(
     with store.catalog.snapshot() as tx:
         plan = plan_backup(tx, tenant, as_of)
         members = live_members(tx, plan)
-    present = {info.key: info.size for info in dest.list("objects/")}
+    created_us = wall_now_us()
+    if lock is not None:  # by version: an object hidden by a delete marker is still there
+        present = {k: v.size for k, v in first_versions(dest, "objects/").items()}
+    else:
+        present = {info.key: info.size for info in dest.list("objects/")}
     # Written first: a crash before the manifest leaves a listed, deletable, incomplete backup.
     planned = sorted(
         _stored_path(_rewritten_record(i.object, plan.at_ts).id if _rewrites(i) else i.object.id)
@@ -128,6 +153,13 @@ def create_physical(
                 }
                 backing_up.advance(item.object.bytes)
     total = sum(int(v["record"]["bytes"]) for v in stored.values())
+    if lock is not None:
+        written = first_versions(dest, "objects/")
+        for entry in stored.values():
+            entry["version_id"] = written[entry["path"]].version_id
+        until = lock.until(created_us)
+        pinned_objects = {(e["path"], e["version_id"]) for e in stored.values()}
+        lock_all(dest, sorted(pinned_objects), lock.mode, until)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -137,14 +169,18 @@ def create_physical(
         "source_tenant_id": plan.source.id,
         "at_ts": plan.at_ts,
         "at_label": plan.at_label,
-        "created_ts": time.time_ns() // 1000,
+        "created_ts": created_us,
         "stored_bytes": total,
         "plan": json.loads(plan.to_json()),
         "objects": stored,
+        "objects_sha256": objects_digest(stored),
+        "previous": previous_link(dest, plan.source.id),
+        "lock": None if lock is None else lock.to_json(created_us),
     }
-    dest.put(
-        f"{backup_root(backup_id)}/manifest.json", json.dumps(manifest, sort_keys=True).encode()
-    )
+    key = manifest_key(backup_id)
+    dest.put(key, json.dumps(manifest, sort_keys=True).encode())
+    if lock is not None:
+        lock_written(dest, key, lock.mode, lock.until(created_us))
     dest.delete_many([f"{backup_root(backup_id)}/{PENDING}"])
     return PhysicalResult(
         backup_id,
@@ -216,6 +252,18 @@ def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
     return raw
 
 
+def objects_of(dest: ObjectStore, raw: dict[str, Any]) -> ObjectStore:
+    """Where a backup's objects are read: a locked backup's at the versions its
+    manifest recorded (never the latest of a key, which anyone may have
+    replaced or hidden); another's at their keys."""
+    recorded = {
+        str(e["path"]): (str(e["version_id"]), int(e["record"]["bytes"]))
+        for e in raw["objects"].values()
+        if e.get("version_id")
+    }
+    return pinned(dest, recorded) if recorded else dest
+
+
 def verify_physical(dest: ObjectStore, backup_id: str) -> int:
     """Re-read every object of the backup; sizes and sha256 must match.
 
@@ -223,9 +271,10 @@ def verify_physical(dest: ObjectStore, backup_id: str) -> int:
         CorruptObject: a stored object's size or sha256 differs from the manifest.
     """
     raw = read_physical_manifest(dest, backup_id)
+    objects = objects_of(dest, raw)
     for entry in raw["objects"].values():
         record = entry["record"]
-        if digest_of(dest, entry["path"]) != (record["bytes"], record["checksum"]):
+        if digest_of(objects, entry["path"]) != (record["bytes"], record["checksum"]):
             raise CorruptObject(
                 f"backup {backup_id}: object {dest.warehouse.uri}/{entry['path']} does not match the manifest"
             )
@@ -261,6 +310,7 @@ def restore_physical(
                 "or pass --replace"
             )
     verify_physical(dest, backup_id)
+    dest = objects_of(dest, raw)
     plan = RestorePlan.from_json(json.dumps(raw["plan"]))
     stored = raw["objects"]
     tenant_id = tenant_id or new_id()

@@ -62,22 +62,45 @@ def create(
         ),
     ],
     kind: BackupKindOption = "physical",
+    lock: Annotated[
+        str | None,
+        typer.Option(
+            "--lock",
+            metavar="MODE",
+            help="Lock the backup with S3 Object Lock: compliance (nobody can delete it before "
+            "--retain ends) or governance (only with --bypass-governance). Needs a bucket "
+            "with Object Lock enabled.",
+            show_default=False,
+        ),
+    ] = None,
+    retain: Annotated[
+        str | None,
+        typer.Option(
+            "--retain",
+            metavar="DURATION",
+            help="How long a locked backup is kept from now, e.g. 30d (at most 36500d; "
+            "a lock is never shortened).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Back up a tenant as of a snapshot to another bucket or directory.
 
     Example:
       rewind backup create acme --snapshot mon --to s3://backups/rewind
+      rewind backup create acme --snapshot mon --to s3://vault/rewind --lock compliance --retain 30d
     """
     from engine.backup.api import create_backup
 
     state = cli_state(ctx)
     tenant_arg(tenant)
-    result = create_backup(state.store(), tenant, snapshot, to, kind=kind)
+    result = create_backup(state.store(), tenant, snapshot, to, kind=kind, lock=lock, retain=retain)
     if state.json:
         render.emit_json(result.__dict__)
         return
+    locked = "" if lock is None else f", locked ({lock.lower()}) for {retain}"
     render.say(
-        f"backup {result.backup_id} ({result.kind}) of {tenant} at {snapshot} written to {to}: "
+        f"backup {result.backup_id} ({result.kind}{locked}) of {tenant} at {snapshot} written to {to}: "
         f"{result.objects} file(s), {result.copied_objects} copied ({human_bytes(result.copied_bytes)}), "
         f"{result.referenced_objects} already there from earlier backups, in {result.seconds:.2f}s"
     )
@@ -117,6 +140,9 @@ def _backups_table(uri: str, entries: list[BackupEntry]) -> Table:
     _AT.add_to(table)
     wrapping(table, "created")
     fixed(table, "size", right=True)
+    locks = any(e.lock_mode or e.legal_hold for e in entries)
+    if locks:
+        wrapping(table, "locked")
     if not every:
         wrapping(table, "complete")
     for e in entries:
@@ -127,6 +153,8 @@ def _backups_table(uri: str, entries: list[BackupEntry]) -> Table:
             "" if e.created_ts is None else local_time(e.created_ts),
             human_bytes(e.bytes),
         ]
+        if locks:
+            cells.append(_lock_cell(e))
         if not every:
             cells.append(
                 "yes"
@@ -137,6 +165,17 @@ def _backups_table(uri: str, entries: list[BackupEntry]) -> Table:
             )
         table.add_row(*map(Text, cells))  # a label may hold [brackets]: never markup
     return table
+
+
+def _lock_cell(e: BackupEntry) -> str:
+    """``compliance until <time>``, ``+ hold`` when a legal hold is on."""
+    parts = []
+    if e.lock_mode:
+        until = "" if e.retain_until_us is None else f" until {local_time(e.retain_until_us)}"
+        parts.append(f"{e.lock_mode.lower()}{until}")
+    if e.legal_hold:
+        parts.append("legal hold")
+    return ", ".join(parts) or "no"
 
 
 @app.command("show")
@@ -161,8 +200,22 @@ def verify(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
 
 
 @app.command("delete")
-def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId, yes: YesOption = False) -> None:
-    """Delete a backup (objects other backups still use are kept)."""
+def delete(
+    ctx: typer.Context,
+    uri: Uri,
+    backup_id: BackupId,
+    yes: YesOption = False,
+    bypass_governance: Annotated[
+        bool,
+        typer.Option(
+            "--bypass-governance",
+            help="Delete a governance-locked backup before its retain-until (S3 may still "
+            "refuse, by the bucket's policy). Never lifts a compliance lock or a legal hold.",
+        ),
+    ] = False,
+) -> None:
+    """Delete a backup (objects other backups still use are kept; a locked or held
+    backup is refused until its lock ends or its hold is released)."""
     from engine.backup.api import backups, delete_backup
 
     state = cli_state(ctx)
@@ -175,7 +228,7 @@ def delete(ctx: typer.Context, uri: Uri, backup_id: BackupId, yes: YesOption = F
         return [_backups_table(uri, entry)]
 
     confirm(f"delete backup {backup_id} at {uri}", yes=yes, as_json=state.json, plan=plan)
-    deleted = delete_backup(uri, backup_id)
+    deleted = delete_backup(uri, backup_id, bypass_governance=bypass_governance)
     if state.json:
         render.emit_json({"backup_id": backup_id, "deleted_files": deleted})
     else:
@@ -232,3 +285,39 @@ def restore(
         render.emit_json(render.tenant_json(record) | {"backup_id": backup_id, "seconds": seconds})
     else:
         render.say(f"backup {backup_id} restored as tenant {record.ref} in {seconds:.2f}s")
+
+
+hold_app = typer.Typer(
+    help="Legal holds on backups: a held backup cannot be deleted, whatever its lock, "
+    "until the hold is released.",
+    no_args_is_help=True,
+)
+app.add_typer(hold_app, name="hold")
+
+
+@hold_app.command("set")
+def hold_set(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
+    """Put a legal hold on every object version of a locked backup.
+
+    Example:
+      rewind backup hold set s3://vault/rewind 0f3c...
+    """
+    _hold(ctx, uri, backup_id, True)
+
+
+@hold_app.command("release")
+def hold_release(ctx: typer.Context, uri: Uri, backup_id: BackupId) -> None:
+    """Release a backup's legal hold (its retention, if any, still applies)."""
+    _hold(ctx, uri, backup_id, False)
+
+
+def _hold(ctx: typer.Context, uri: str, backup_id: str, on: bool) -> None:
+    from engine.backup.locked import set_hold
+
+    state = cli_state(ctx)
+    versions = set_hold(uri, backup_id, on)
+    if state.json:
+        render.emit_json({"backup_id": backup_id, "legal_hold": on, "versions": versions})
+    else:
+        verb = "put on" if on else "released from"
+        render.say(f"legal hold {verb} backup {backup_id} ({versions} object version(s))")

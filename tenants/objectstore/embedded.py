@@ -38,10 +38,13 @@ class EmbeddedS3:
         assert self.settings.endpoint_url
         return self.settings.endpoint_url
 
-    def create_bucket(self, name: str) -> None:
+    def create_bucket(self, name: str, *, object_lock: bool = False) -> None:
+        """A new bucket; ``object_lock``: with S3 Object Lock (and so versioning)
+        enabled, as a backup vault needs; S3 allows it only at creation."""
         import boto3
 
-        boto3.client("s3", **self.settings.to_boto3()).create_bucket(Bucket=name)
+        client = boto3.client("s3", **self.settings.to_boto3())
+        client.create_bucket(Bucket=name, ObjectLockEnabledForBucket=object_lock)
 
     def export_env(self) -> None:
         """Point the standard AWS environment variables at this server."""

@@ -1,0 +1,168 @@
+"""Operations on the backups of a vault: delete (only what no lock protects) and legal holds.
+
+In a vault every key is read by version, so deleting a backup means removing
+its versions for good, not adding delete markers (a listing by version would
+still show it). Nothing here sends a delete for a version a lock or hold
+still protects: each version's lock is read first, and a protected one is
+kept and counted, so the only refusals S3 ever answers are for races with
+another writer's retention.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from engine.backup.destination import (
+    BackupEntry,
+    backup_root,
+    manifest_key,
+    open_destination,
+    read_manifest,
+)
+from engine.backup.physical import read_physical_manifest
+from engine.backup.vault import (
+    LOCK_THREADS,
+    first_version,
+    is_vault,
+    refuse_delete,
+)
+from tenants.errors import InvalidArgument, Locked
+from tenants.names import backup_id as checked_backup_id
+from tenants.objectstore import ObjectStore
+from tenants.objectstore.object_lock import (
+    Version,
+    delete_version,
+    lock_of,
+    set_legal_hold,
+    versions,
+)
+from tenants.times import format_ts
+
+
+@dataclass(frozen=True)
+class VaultDeletion:
+    """What deleting a vault backup removed, and what it had to keep."""
+
+    deleted_versions: int
+    kept_locked: int
+
+
+def delete_from_vault(
+    dest: ObjectStore,
+    entries: dict[str, BackupEntry],
+    backup_id: str,
+    *,
+    bypass_governance: bool,
+    now_us: int,
+) -> int:
+    """Remove ``backup_id``'s versions from a vault, if its lock and hold allow;
+    the number of versions removed (see :func:`engine.backup.api.delete_backup`)."""
+    entry = entries[backup_id]
+    raw: dict[str, Any] | None = read_manifest(dest, backup_id) if entry.complete else None
+    refuse_delete(
+        backup_id,
+        None if raw is None else raw.get("lock"),
+        bypass_governance=bypass_governance,
+        now_us=now_us,
+    )
+    manifest = first_version(dest, manifest_key(backup_id))
+    if manifest is not None and lock_of(dest, manifest.key, manifest.version_id).hold:
+        raise Locked(
+            f"backup {backup_id} is under a legal hold: release it first with "
+            f"`rewind backup hold release {dest.warehouse.uri} {backup_id}`; nothing was deleted"
+        )
+    mine: set[str] = set()
+    shared: set[str] = set()
+    for other in entries.values():
+        if other.kind == "physical" and other.complete:
+            objects = read_physical_manifest(dest, other.backup_id)["objects"]
+            paths = {str(v["path"]) for v in objects.values()}
+            (mine if other.backup_id == backup_id else shared).update(paths)
+    if any(e.problem for e in entries.values() if e.backup_id != backup_id):
+        mine = set()  # another manifest is unreadable: what it shares is unknown
+    root = list(versions(dest, f"{backup_root(backup_id)}/"))
+    first = [v for v in root if v.key == manifest_key(backup_id)]  # never half-listed
+    rest = [v for v in root if v.key != manifest_key(backup_id)]
+    for path in sorted(mine - shared):
+        rest.extend(versions(dest, path))
+    done = _delete_unlocked(dest, first, bypass_governance, now_us)
+    if done.kept_locked:
+        raise Locked(
+            f"backup {backup_id}: its manifest is still locked or held by S3; nothing was deleted"
+        )
+    rest_done = _delete_unlocked(dest, rest, bypass_governance, now_us)
+    return done.deleted_versions + rest_done.deleted_versions
+
+
+def _delete_unlocked(
+    dest: ObjectStore, found: list[Version], bypass_governance: bool, now_us: int
+) -> VaultDeletion:
+    """Delete each version no lock protects (delete markers too); keep the rest."""
+
+    def one(version: Version) -> bool:
+        if not version.deleted:
+            lock = lock_of(dest, version.key, version.version_id)
+            governance_only = lock.mode == "GOVERNANCE" and not lock.hold
+            if lock.protects(now_us) and not (bypass_governance and governance_only):
+                return False
+        delete_version(dest, version.key, version.version_id, bypass_governance=bypass_governance)
+        return True
+
+    with ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="vault-delete") as pool:
+        outcomes = list(pool.map(one, found))
+    deleted = sum(outcomes)
+    return VaultDeletion(deleted, len(outcomes) - deleted)
+
+
+def backup_versions(dest: ObjectStore, backup_id: str) -> list[tuple[str, str]]:
+    """(key, version id) of everything a locked backup consists of: its objects at
+    their recorded versions and its manifest's first version."""
+    raw = read_physical_manifest(dest, backup_id)
+    pinned = {(str(e["path"]), str(e.get("version_id") or "")) for e in raw["objects"].values()}
+    if any(not version for _, version in pinned):
+        raise InvalidArgument(f"backup {backup_id} recorded no object versions: it is not locked")
+    manifest = first_version(dest, manifest_key(backup_id))
+    if manifest is not None:
+        pinned.add((manifest.key, manifest.version_id))
+    return sorted(pinned)
+
+
+def set_hold(uri: str, backup_id: str, on: bool) -> int:
+    """Put (``on``) or release a legal hold on every version a backup consists of;
+    the number of versions. A hold is independent of retention: a held backup
+    cannot be deleted, even after its retain-until, until the hold is released.
+
+    Raises:
+        InvalidArgument: the destination is not a vault (no Object Lock).
+        NotFound: no such complete backup.
+    """
+    checked_backup_id(backup_id)
+    dest = open_destination(uri, create=False)
+    if not is_vault(dest):
+        raise InvalidArgument(
+            f"{dest.warehouse.uri} is not a vault: legal holds need an S3 bucket with Object "
+            "Lock enabled"
+        )
+    pinned = backup_versions(dest, backup_id)
+    with ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="vault-hold") as pool:
+        list(pool.map(lambda kv: set_legal_hold(dest, kv[0], kv[1], on), pinned))
+    return len(pinned)
+
+
+def lock_state(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
+    """The lock a backup's manifest version carries now, as S3 reports it:
+    mode, retain-until (µs and ISO) and legal hold; empty outside a vault."""
+    if not is_vault(dest):
+        return {}
+    manifest = first_version(dest, manifest_key(backup_id))
+    if manifest is None:
+        return {}
+    lock = lock_of(dest, manifest.key, manifest.version_id)
+    return {
+        "lock_mode": None if lock.mode is None else lock.mode.lower(),
+        "retain_until_us": lock.until_us,
+        "retain_until": None if lock.until_us is None else format_ts(lock.until_us),
+        "legal_hold": lock.hold,
+    }
