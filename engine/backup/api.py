@@ -186,7 +186,10 @@ def verify_backup(uri: str, backup_id: str) -> int:
     verified = verify_physical(dest, backup_id)
     found = findings(dest, backup_id, read_manifest(dest, backup_id), wall_now_us())
     if found:
-        raise CorruptObject("; ".join(found))
+        more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
+        raise CorruptObject(
+            f"backup {backup_id} at {uri} was tampered with: {'; '.join(found[:3])}{more}"
+        )
     return verified
 
 

@@ -36,7 +36,7 @@ def findings(dest: ObjectStore, backup_id: str, raw: dict[str, Any], now_us: int
     digest = raw.get("objects_sha256")
     if digest is not None and objects_digest(raw.get("objects", {})) != digest:
         found.append(
-            f"backup {backup_id}: the object list in {where}/{manifest_key(backup_id)} was "
+            f"the object list in {where}/{manifest_key(backup_id)} was "
             "edited (it no longer matches its recorded sha256)"
         )
     found += _chain(dest, backup_id, raw.get("previous"), now_us)
@@ -57,12 +57,12 @@ def _chain(dest: ObjectStore, backup_id: str, link: Any, now_us: int) -> list[st
         if int(link.get("retain_until_us") or 0) <= now_us:
             return []  # unlocked, or its lock ended: deleting it was allowed
         return [
-            f"backup {backup_id}: the manifest of the tenant's previous backup {previous} "
+            f"the manifest of the tenant's previous backup {previous} "
             f"({dest.warehouse.uri}/{manifest_key(previous)}) was removed while still locked"
         ]
     if hashlib.sha256(data).hexdigest() != link.get("manifest_sha256"):
         return [
-            f"backup {backup_id}: the manifest of the tenant's previous backup {previous} "
+            f"the manifest of the tenant's previous backup {previous} "
             f"({dest.warehouse.uri}/{manifest_key(previous)}) was replaced"
         ]
     return []
@@ -80,7 +80,7 @@ def _successor(dest: ObjectStore, backup_id: str) -> list[str]:
         if isinstance(link, dict) and link.get("backup_id") == backup_id:
             if link.get("manifest_sha256") != mine:
                 found.append(
-                    f"backup {backup_id}: its manifest {dest.warehouse.uri}/"
+                    f"its manifest {dest.warehouse.uri}/"
                     f"{manifest_key(backup_id)} was replaced (backup {entry.backup_id} "
                     "recorded another)"
                 )
@@ -93,11 +93,9 @@ def _versions(dest: ObjectStore, backup_id: str, raw: dict[str, Any]) -> list[st
     key = manifest_key(backup_id)
     manifest_versions = list(v for v in versions(dest, key) if v.key == key)
     if sum(1 for v in manifest_versions if not v.deleted) > 1:
-        found.append(f"backup {backup_id}: manifest {dest.warehouse.uri}/{key} was overwritten")
+        found.append(f"manifest {dest.warehouse.uri}/{key} was overwritten")
     if manifest_versions and manifest_versions[0].deleted:
-        found.append(
-            f"backup {backup_id}: manifest {dest.warehouse.uri}/{key} is hidden by a delete marker"
-        )
+        found.append(f"manifest {dest.warehouse.uri}/{key} is hidden by a delete marker")
     recorded = {
         str(e["path"]): str(e["version_id"])
         for e in raw.get("objects", {}).values()
@@ -112,17 +110,12 @@ def _versions(dest: ObjectStore, backup_id: str, raw: dict[str, Any]) -> list[st
             present.add((version.key, version.version_id))
     for path, version_id in sorted(recorded.items()):
         if (path, version_id) not in present:
-            found.append(
-                f"backup {backup_id}: object {dest.warehouse.uri}/{path} version {version_id} "
-                "was removed"
-            )
+            found.append(f"object {dest.warehouse.uri}/{path} version {version_id} was removed")
         elif latest.get(path, ("", False))[1]:
-            found.append(
-                f"backup {backup_id}: object {dest.warehouse.uri}/{path} is hidden by a delete marker"
-            )
+            found.append(f"object {dest.warehouse.uri}/{path} is hidden by a delete marker")
         elif latest.get(path, (version_id, False))[0] != version_id:
             found.append(
-                f"backup {backup_id}: object {dest.warehouse.uri}/{path} was overwritten "
+                f"object {dest.warehouse.uri}/{path} was overwritten "
                 f"(its recorded version {version_id} is no longer the latest)"
             )
     return found
