@@ -26,6 +26,7 @@ from engine.backup.destination import (
 )
 from engine.backup.vault import (
     LockPolicy,
+    first_and_sole,
     first_versions,
     lock_all,
     lock_written,
@@ -154,12 +155,14 @@ def create_physical(
                 backing_up.advance(item.object.bytes)
     total = sum(int(v["record"]["bytes"]) for v in stored.values())
     if lock is not None:
-        written = first_versions(dest, "objects/")
+        written, only = first_and_sole(dest, "objects/")
         for entry in stored.values():
             entry["version_id"] = written[entry["path"]].version_id
         until = lock.until(created_us)
         pinned_objects = {(e["path"], e["version_id"]) for e in stored.values()}
-        lock_all(dest, sorted(pinned_objects), lock.mode, until)
+        # Copied by this backup and written by no one else: no lock to read first.
+        fresh = frozenset(e["path"] for e in stored.values() if e["path"] not in present) & only
+        lock_all(dest, sorted(pinned_objects), lock.mode, until, fresh=fresh)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

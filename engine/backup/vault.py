@@ -154,15 +154,41 @@ def first_versions(dest: ObjectStore, prefix: str) -> dict[str, Version]:
     return first
 
 
+def first_and_sole(dest: ObjectStore, prefix: str) -> tuple[dict[str, Version], frozenset[str]]:
+    """From one listing: :func:`first_versions`, and the keys with exactly one
+    version and no delete marker (written once, by one writer)."""
+    first: dict[str, Version] = {}
+    counts: dict[str, int] = {}
+    for version in versions(dest, prefix):
+        counts[version.key] = counts.get(version.key, 0) + 1
+        if not version.deleted:
+            first[version.key] = version
+    return first, frozenset(key for key, n in counts.items() if n == 1)
+
+
 def lock_all(
-    dest: ObjectStore, pinned: Iterable[tuple[str, str]], mode: LockMode, until_us: int
+    dest: ObjectStore,
+    pinned: Iterable[tuple[str, str]],
+    mode: LockMode,
+    until_us: int,
+    *,
+    fresh: frozenset[str] = frozenset(),
 ) -> int:
     """Lock each (key, version id) until ``until_us`` (extended, never shortened),
-    several requests in flight; the number of retentions sent."""
+    several requests in flight; the number of retentions sent. Versions of the
+    keys in ``fresh`` were just written unlocked, by this caller alone: their
+    lock is not read first. (Were another backup to lock one in between, real
+    S3 would refuse a shorter retention: COMPLIANCE cannot be shortened, and
+    GOVERNANCE only with the bypass header, which Rewind never sends with a
+    retention.)"""
     items = list(pinned)
+
+    def one(kv: tuple[str, str]) -> bool:
+        key, version = kv
+        return extend_retention(dest, key, version, mode, until_us, fresh=key in fresh)
+
     with ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="vault-lock") as pool:
-        sent = pool.map(lambda kv: extend_retention(dest, kv[0], kv[1], mode, until_us), items)
-        return sum(1 for changed in sent if changed)
+        return sum(1 for changed in pool.map(one, items) if changed)
 
 
 def lock_written(dest: ObjectStore, key: str, mode: LockMode, until_us: int) -> str:

@@ -186,16 +186,24 @@ def stronger(a: LockMode | None, b: LockMode | None) -> LockMode | None:
 
 
 def extend_retention(
-    objects: ObjectStore, key: str, version_id: str, mode: LockMode, until_us: int
+    objects: ObjectStore,
+    key: str,
+    version_id: str,
+    mode: LockMode,
+    until_us: int,
+    *,
+    fresh: bool = False,
 ) -> bool:
     """Make the version's retention at least (``mode``, ``until_us``), never less.
 
     Reads the version's lock first and sends a retention only if it lengthens
     the date or raises the mode; the date sent is the later of the two and
     the mode the stronger, so no call Rewind makes can shorten or weaken a
-    lock. True if a retention was sent.
+    lock. ``fresh``: the caller wrote this version a moment ago without a
+    lock, so the read is skipped (it could only answer "none"). True if a
+    retention was sent.
     """
-    current = lock_of(objects, key, version_id)
+    current = Lock(None, None, False) if fresh else lock_of(objects, key, version_id)
     want_mode = stronger(current.mode, mode)
     want_until = max(until_us, current.until_us or 0)
     if want_mode == current.mode and want_until == current.until_us:
