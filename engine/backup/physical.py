@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
 from engine.backup.destination import (
+    MARKER,
     backup_root,
     manifest_key,
     objects_digest,
@@ -184,6 +185,8 @@ def create_physical(
     dest.put(key, json.dumps(manifest, sort_keys=True).encode())
     if lock is not None:
         lock_written(dest, key, lock.mode, lock.until(created_us))
+        # The destination's marker too: without it the vault is not recognised as one.
+        lock_written(dest, MARKER, lock.mode, lock.until(created_us))
     dest.delete_many([f"{backup_root(backup_id)}/{PENDING}"])
     return PhysicalResult(
         backup_id,
