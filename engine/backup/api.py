@@ -15,15 +15,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.backup.destination import (
+    MARKER,
     BackupEntry,
     backup_root,
     list_backups,
+    manifest_key,
     manifest_kind,
     open_destination,
     read_manifest,
 )
 from engine.backup.evidence import findings
-from engine.backup.locked import delete_from_vault, lock_state
+from engine.backup.locked import backup_seal, backup_view, delete_from_vault, lock_state
 from engine.backup.physical import (
     PENDING,
     create_physical,
@@ -31,7 +33,7 @@ from engine.backup.physical import (
     restore_physical,
     verify_physical,
 )
-from engine.backup.vault import LockPolicy, is_vault, refuse_delete, wall_now_us
+from engine.backup.vault import LockPolicy, is_vault, lock_written, refuse_delete, wall_now_us
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
@@ -93,11 +95,6 @@ def create_backup(
     if kind not in ("logical", "physical"):
         raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
     policy = LockPolicy.parse(lock, retain)
-    if policy is not None and kind == "logical":
-        raise InvalidArgument(
-            "locked backups are physical for now: use --kind physical with --lock "
-            "(a locked logical dump is not built yet); nothing was written"
-        )
     store.resolve_time(tenant, as_of)  # unknown tenant or unprotected point: claim nothing
     dest = open_destination(uri, create=True, lockable=policy is not None)
     backup_id = new_id()
@@ -110,7 +107,12 @@ def create_backup(
             backup_root(backup_id),
             reader="spark" if reader == "spark" else "local",
             dump_id=backup_id,
+            seal=backup_seal(dest, backup_root(backup_id), policy),
         )
+        if policy is not None:
+            until = policy.until(wall_now_us())
+            lock_written(dest, manifest_key(backup_id), policy.mode, until)
+            lock_written(dest, MARKER, policy.mode, until)
         files = sum(len(t.files) for t in result.manifest.tables)
         return BackupResult(
             backup_id,
@@ -180,11 +182,13 @@ def verify_backup(uri: str, backup_id: str) -> int:
     """
     checked_backup_id(backup_id)
     dest = open_destination(uri, create=False)
+    raw = read_manifest(dest, backup_id)
     if manifest_kind(dest, backup_id) == "logical":
-        manifest = verify_dump(dest, backup_root(backup_id))
-        return sum(len(t.files) for t in manifest.tables)
-    verified = verify_physical(dest, backup_id)
-    found = findings(dest, backup_id, read_manifest(dest, backup_id), wall_now_us())
+        manifest = verify_dump(backup_view(dest, backup_id, raw), backup_root(backup_id))
+        verified = sum(len(t.files) for t in manifest.tables)
+    else:
+        verified = verify_physical(dest, backup_id)
+    found = findings(dest, backup_id, raw, wall_now_us())
     if found:
         more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
         raise CorruptObject(
@@ -297,7 +301,7 @@ def restore_backup(
                 holder = active_holder_id(tx, name)
         result = reload_dump(
             store,
-            dest,
+            backup_view(dest, backup_id, raw),
             backup_root(backup_id),
             target_name=name,
             replace_tenant_id=holder,

@@ -16,12 +16,14 @@ import hashlib
 from typing import Any
 
 from engine.backup.destination import (
+    backup_root,
     list_backups,
     manifest_bytes,
     manifest_key,
     objects_digest,
     read_manifest,
 )
+from engine.backup.locked import recorded_versions
 from engine.backup.vault import is_vault
 from tenants.errors import NotFound
 from tenants.objectstore import ObjectStore
@@ -96,14 +98,11 @@ def _versions(dest: ObjectStore, backup_id: str, raw: dict[str, Any]) -> list[st
         found.append(f"manifest {dest.warehouse.uri}/{key} was overwritten")
     if manifest_versions and manifest_versions[0].deleted:
         found.append(f"manifest {dest.warehouse.uri}/{key} is hidden by a delete marker")
-    recorded = {
-        str(e["path"]): str(e["version_id"])
-        for e in raw.get("objects", {}).values()
-        if e.get("version_id")
-    }
+    recorded = {key: version for key, (version, _) in recorded_versions(raw).items()}
     latest: dict[str, tuple[str, bool]] = {}
     present: set[tuple[str, str]] = set()
-    for version in versions(dest, "objects/"):
+    prefix = "objects/" if raw.get("objects") is not None else f"{backup_root(backup_id)}/"
+    for version in versions(dest, prefix):
         if version.latest:
             latest[version.key] = (version.version_id, version.deleted)
         if not version.deleted:
@@ -112,10 +111,10 @@ def _versions(dest: ObjectStore, backup_id: str, raw: dict[str, Any]) -> list[st
         if (path, version_id) not in present:
             found.append(f"object {dest.warehouse.uri}/{path} version {version_id} was removed")
         elif latest.get(path, ("", False))[1]:
-            found.append(f"object {dest.warehouse.uri}/{path} is hidden by a delete marker")
+            found.append(f"{dest.warehouse.uri}/{path} is hidden by a delete marker")
         elif latest.get(path, (version_id, False))[0] != version_id:
             found.append(
-                f"object {dest.warehouse.uri}/{path} was overwritten "
+                f"{dest.warehouse.uri}/{path} was overwritten "
                 f"(its recorded version {version_id} is no longer the latest)"
             )
     return found

@@ -19,15 +19,22 @@ from engine.backup.destination import (
     backup_root,
     manifest_key,
     open_destination,
+    previous_link,
     read_manifest,
 )
 from engine.backup.physical import read_physical_manifest
 from engine.backup.vault import (
     LOCK_THREADS,
+    LockPolicy,
+    first_and_sole,
     first_version,
     is_vault,
+    lock_all,
+    pinned,
     refuse_delete,
+    wall_now_us,
 )
+from engine.logical.dump import Seal
 from tenants.errors import InvalidArgument, Locked
 from tenants.names import backup_id as checked_backup_id
 from tenants.objectstore import ObjectStore
@@ -38,6 +45,7 @@ from tenants.objectstore.object_lock import (
     set_legal_hold,
     versions,
 )
+from tenants.tenancy import TenantRecord
 from tenants.times import format_ts
 
 
@@ -116,17 +124,64 @@ def _delete_unlocked(
     return VaultDeletion(deleted, len(outcomes) - deleted)
 
 
-def backup_versions(dest: ObjectStore, backup_id: str) -> list[tuple[str, str]]:
-    """(key, version id) of everything a locked backup consists of: its objects at
-    their recorded versions and its manifest's first version."""
-    raw = read_physical_manifest(dest, backup_id)
-    pinned = {(str(e["path"]), str(e.get("version_id") or "")) for e in raw["objects"].values()}
-    if any(not version for _, version in pinned):
-        raise InvalidArgument(f"backup {backup_id} recorded no object versions: it is not locked")
+def recorded_versions(raw: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """key -> (version id, size) a locked backup's manifest recorded for its files:
+    a physical one's objects, a logical one's dump files (the manifest aside)."""
+    if raw.get("kind", "logical") == "physical" and raw.get("format") != "rewind-dump":
+        return {
+            str(e["path"]): (str(e["version_id"]), int(e["record"]["bytes"]))
+            for e in raw.get("objects", {}).values()
+            if e.get("version_id")
+        }
+    return {str(k): (str(v[0]), int(v[1])) for k, v in (raw.get("versions") or {}).items()}
+
+
+def backup_view(dest: ObjectStore, backup_id: str, raw: dict[str, Any]) -> ObjectStore:
+    """Where a backup is read from: a locked one at the versions it recorded (and
+    its manifest's first version), whatever was put or hidden over them since;
+    another at its keys."""
+    recorded = recorded_versions(raw)
+    if not recorded:
+        return dest
     manifest = first_version(dest, manifest_key(backup_id))
     if manifest is not None:
-        pinned.add((manifest.key, manifest.version_id))
-    return sorted(pinned)
+        recorded[manifest.key] = (manifest.version_id, manifest.size)
+    return pinned(dest, recorded)
+
+
+def backup_seal(dest: ObjectStore, root: str, policy: LockPolicy | None) -> Seal:
+    """What a logical backup adds to its dump's manifest, computed once every file
+    is written: the link to the tenant's previous backup and, when locked, the
+    lock and each file's version, every one of them locked first."""
+    created_us = wall_now_us()
+
+    def seal(holder: TenantRecord) -> dict[str, Any]:
+        out: dict[str, Any] = {"previous": previous_link(dest, holder.id)}
+        if policy is None:
+            return out
+        written, only = first_and_sole(dest, f"{root}/")
+        files = {k: v for k, v in written.items() if not k.endswith("/manifest.json")}
+        until = policy.until(created_us)
+        lock_all(
+            dest, [(k, v.version_id) for k, v in files.items()], policy.mode, until, fresh=only
+        )
+        versions = {k: [v.version_id, v.size] for k, v in sorted(files.items())}
+        return out | {"lock": policy.to_json(created_us), "versions": versions}
+
+    return seal
+
+
+def backup_versions(dest: ObjectStore, backup_id: str) -> list[tuple[str, str]]:
+    """(key, version id) of everything a locked backup consists of: its files at
+    their recorded versions and its manifest's first version."""
+    recorded = recorded_versions(read_manifest(dest, backup_id))
+    if not recorded:
+        raise InvalidArgument(f"backup {backup_id} recorded no versions: it is not locked")
+    pinned_keys = {(key, version) for key, (version, _) in recorded.items()}
+    manifest = first_version(dest, manifest_key(backup_id))
+    if manifest is not None:
+        pinned_keys.add((manifest.key, manifest.version_id))
+    return sorted(pinned_keys)
 
 
 def set_hold(uri: str, backup_id: str, on: bool) -> int:

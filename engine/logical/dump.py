@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -233,6 +233,9 @@ def _dump_table_by_executors(
     return _entry(table, sum(f.rows for f in files), chain_hash(hashes), files)
 
 
+Seal = Callable[[TenantRecord], dict[str, Any]]
+
+
 def dump_tenant(
     store: TableStore,
     tenant: str,
@@ -243,8 +246,10 @@ def dump_tenant(
     reader: Reader = "local",
     target_bytes: int = DEFAULT_TARGET_BYTES,
     dump_id: str | None = None,
+    seal: Seal | None = None,
 ) -> DumpResult:
-    """Write a dump of ``tenant`` at ``as_of`` under ``root`` of ``dest``."""
+    """Write a dump of ``tenant`` at ``as_of`` under ``root`` of ``dest`` (``seal``:
+    as :func:`write_dump`)."""
     with store.catalog.snapshot() as tx:
         holder, at_ts, label = resolve_time(tx, find_tenant(tx, tenant), as_of)
         tables = tables_at(tx, holder, at_ts)
@@ -260,6 +265,7 @@ def dump_tenant(
         reader=reader,
         target_bytes=target_bytes,
         dump_id=dump_id,
+        seal=seal,
     )
 
 
@@ -303,9 +309,12 @@ def write_dump(
     target_bytes: int = DEFAULT_TARGET_BYTES,
     dump_id: str | None = None,
     action: str = "dumping",
+    seal: Seal | None = None,
 ) -> DumpResult:
     """Read each planned table at its time and write files, then the manifest
-    (``action`` names the work in progress bars: a parquet export is a dump)."""
+    (``action`` names the work in progress bars: a parquet export is a dump).
+    ``seal``, given the dumped tenant once every file is written, returns what
+    a backup adds to the manifest (``previous``, ``lock``, ``versions``)."""
     started = time.perf_counter()
     root = root.rstrip("/")
     dumped = []
@@ -328,5 +337,7 @@ def write_dump(
         time.time_ns() // 1000,
         tuple(dumped),
     )
+    if seal is not None:
+        manifest = replace(manifest, **seal(holder))
     dest.put(f"{root}/{MANIFEST}", manifest.to_json().encode())
     return DumpResult(manifest, time.perf_counter() - started)

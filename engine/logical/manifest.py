@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -88,6 +88,11 @@ class DumpManifest:
     at_label: str
     created_ts: int
     tables: tuple[DumpTable, ...]
+    # A backup's seal (engine.backup): the link to the tenant's previous backup and,
+    # for a locked one, its lock and the version id and size of every file.
+    previous: dict[str, Any] | None = None
+    lock: dict[str, Any] | None = None
+    versions: dict[str, list[Any]] | None = None
 
     @property
     def rows(self) -> int:
@@ -98,7 +103,11 @@ class DumpManifest:
         return sum(f.bytes for t in self.tables for f in t.files)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
+        raw = asdict(self)
+        for optional in ("previous", "lock", "versions"):  # a dump that is no backup lacks them
+            if raw[optional] is None:
+                del raw[optional]
+        return json.dumps(raw, indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str, where: str) -> DumpManifest:
