@@ -209,9 +209,8 @@ def probed() -> Iterator[Probe]:
 
     ``engine.backup.physical`` imported its vault helpers by name, so its names
     are wrapped (those it has: the listing helpers changed as the code did);
-    ``extend_retention`` is looked up in ``engine.backup.vault`` by ``lock_all``
-    and ``lock_written`` (a True answer is a PutObjectRetention sent), and
-    ``lock_of`` (one HEAD) in ``tenants.objectstore.object_lock``.
+    every PutObjectRetention goes through ``tenants.objectstore.object_lock._call``
+    (counted there), and ``lock_of`` (one HEAD) is looked up in the same module.
     """
     probe = Probe()
     saved: list[tuple[Any, str, Any]] = []
@@ -255,11 +254,21 @@ def probed() -> Iterator[Probe]:
 
         return make
 
+    def counting_puts(original: Any) -> Any:
+        def wrapper(objects: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+            result = original(objects, method, *args, **kwargs)
+            if method == "put_object_retention":
+                with probe.guard:
+                    probe.puts += 1
+            return result
+
+        return wrapper
+
     for name in ("first_versions", "first_and_sole"):
         wrap(physical, name, listing)
     wrap(physical, "lock_all", adding("lock_all_s"))
     wrap(physical, "lock_written", adding("manifest_lock_s"))
-    wrap(vault, "extend_retention", counting("puts", bool))
+    wrap(object_lock, "_call", counting_puts)
     wrap(object_lock, "lock_of", counting("heads", lambda _: True))
     try:
         yield probe

@@ -32,6 +32,7 @@ from engine.backup.vault import (
     lock_all,
     lock_written,
     pinned,
+    slack_us,
     wall_now_us,
 )
 from engine.executors.task import rewrite_object
@@ -46,12 +47,19 @@ from tenants.catalog.engine.staging import (
     insert_staging_tenant,
 )
 from tenants.catalog.tenants import active_holder_id
-from tenants.errors import AlreadyExists, ConcurrentModification, CorruptObject, InvalidArgument
+from tenants.errors import (
+    AlreadyExists,
+    ConcurrentModification,
+    CorruptObject,
+    InvalidArgument,
+    NotFound,
+)
 from tenants.handover import hand_over_name
 from tenants.objects.io import copy_object, record_of
 from tenants.objects.reader import digest_of
 from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
+from tenants.objectstore.object_lock import Lock
 from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, tenant_by_id
@@ -155,6 +163,7 @@ def create_physical(
                 }
                 backing_up.advance(item.object.bytes)
     total = sum(int(v["record"]["bytes"]) for v in stored.values())
+    previous = previous_link(dest, plan.source.id)
     if lock is not None:
         written, only = first_and_sole(dest, "objects/")
         for entry in stored.values():
@@ -163,7 +172,18 @@ def create_physical(
         pinned_objects = {(e["path"], e["version_id"]) for e in stored.values()}
         # Copied by this backup and written by no one else: no lock to read first.
         fresh = frozenset(e["path"] for e in stored.values() if e["path"] not in present) & only
-        lock_all(dest, sorted(pinned_objects), lock.mode, until, fresh=fresh)
+        locks = lock_all(
+            dest,
+            sorted(pinned_objects),
+            lock.mode,
+            until,
+            fresh=fresh,
+            known=recorded_locks(dest, previous),
+            slack=slack_us(lock.retain_us),
+        )
+        for entry in stored.values():
+            ensured = locks[(entry["path"], entry["version_id"])]
+            entry["lock"] = {"mode": ensured.mode, "until_us": ensured.until_us}
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -178,7 +198,7 @@ def create_physical(
         "plan": json.loads(plan.to_json()),
         "objects": stored,
         "objects_sha256": objects_digest(stored),
-        "previous": previous_link(dest, plan.source.id),
+        "previous": previous,
         "lock": None if lock is None else lock.to_json(created_us),
     }
     key = manifest_key(backup_id)
@@ -198,6 +218,28 @@ def create_physical(
         total,
         time.perf_counter() - started,
     )
+
+
+def recorded_locks(
+    dest: ObjectStore, previous: dict[str, Any] | None
+) -> dict[tuple[str, str], Lock]:
+    """The locks the tenant's previous backup ensured on its object versions, as
+    its manifest (read at its first version) recorded them; none if it has no
+    previous backup or that one was not locked."""
+    if previous is None:
+        return {}
+    try:
+        objects = read_manifest(dest, str(previous["backup_id"])).get("objects") or {}
+    except NotFound:  # deleted since the link was made: read every lock instead
+        return {}
+    known = {}
+    for entry in objects.values():
+        lock = entry.get("lock") if isinstance(entry, dict) else None
+        if isinstance(lock, dict) and entry.get("version_id"):
+            known[(str(entry["path"]), str(entry["version_id"]))] = Lock(
+                lock.get("mode"), lock.get("until_us"), False
+            )
+    return known
 
 
 def _rewrites(item: ObjectAction) -> bool:

@@ -33,6 +33,7 @@ from typing import Any
 from tenants.errors import InvalidArgument, Locked
 from tenants.objectstore import ObjectStore
 from tenants.objectstore.object_lock import (
+    Lock,
     LockMode,
     PinnedVersions,
     Version,
@@ -166,6 +167,17 @@ def first_and_sole(dest: ObjectStore, prefix: str) -> tuple[dict[str, Version], 
     return first, frozenset(key for key, n in counts.items() if n == 1)
 
 
+def slack_us(retain_us: int) -> int:
+    """How much longer than asked an object's lock is set when it must be set or
+    extended: a tenth of the retention, at most a week. Incremental backups
+    share objects, and each asks for a later date than the last; without
+    slack every backup would extend every shared object's lock, one request
+    each, and the cost of a backup would follow the tenant's size instead of
+    what changed. With it, the backups of the next days find the locks long
+    enough and send nothing."""
+    return min(retain_us // 10, 7 * 86_400_000_000)
+
+
 def lock_all(
     dest: ObjectStore,
     pinned: Iterable[tuple[str, str]],
@@ -173,22 +185,36 @@ def lock_all(
     until_us: int,
     *,
     fresh: frozenset[str] = frozenset(),
-) -> int:
-    """Lock each (key, version id) until ``until_us`` (extended, never shortened),
-    several requests in flight; the number of retentions sent. Versions of the
-    keys in ``fresh`` were just written unlocked, by this caller alone: their
-    lock is not read first. (Were another backup to lock one in between, real
-    S3 would refuse a shorter retention: COMPLIANCE cannot be shortened, and
-    GOVERNANCE only with the bypass header, which Rewind never sends with a
-    retention.)"""
-    items = list(pinned)
+    known: Mapping[tuple[str, str], Lock] | None = None,
+    slack: int = 0,
+) -> dict[tuple[str, str], Lock]:
+    """Lock each (key, version id) until at least ``until_us`` (extended, never
+    shortened; set to ``until_us + slack`` when a retention is sent), several
+    requests in flight; the lock each has afterwards.
 
-    def one(kv: tuple[str, str]) -> bool:
+    ``known``: locks the tenant's previous backup recorded for versions it
+    locked. A COMPLIANCE lock can never be shortened, by anyone, so one
+    recorded as lasting long enough still does and nothing is sent or read;
+    a GOVERNANCE lock may have been shortened by someone allowed to bypass it,
+    so it is read again. Versions of the keys in ``fresh`` were just written
+    unlocked, by this caller alone: their lock is not read first. (Were
+    another backup to lock one in between, real S3 would refuse a shorter
+    retention: COMPLIANCE cannot be shortened, and GOVERNANCE only with the
+    bypass header, which Rewind never sends with a retention.)"""
+    items = list(pinned)
+    recorded = known or {}
+
+    def one(kv: tuple[str, str]) -> Lock:
         key, version = kv
-        return extend_retention(dest, key, version, mode, until_us, fresh=key in fresh)
+        prior = recorded.get(kv)
+        if prior is not None and prior.mode == "COMPLIANCE" and (prior.until_us or 0) >= until_us:
+            return prior
+        return extend_retention(
+            dest, key, version, mode, until_us + slack, fresh=key in fresh, at_least_us=until_us
+        )
 
     with ThreadPoolExecutor(LOCK_THREADS, thread_name_prefix="vault-lock") as pool:
-        return sum(1 for changed in pool.map(one, items) if changed)
+        return dict(zip(items, pool.map(one, items), strict=True))
 
 
 def lock_written(dest: ObjectStore, key: str, mode: LockMode, until_us: int) -> str:

@@ -193,21 +193,24 @@ def extend_retention(
     until_us: int,
     *,
     fresh: bool = False,
-) -> bool:
-    """Make the version's retention at least (``mode``, ``until_us``), never less.
+    at_least_us: int | None = None,
+) -> Lock:
+    """Make the version's retention at least (``mode``, ``at_least_us``), never less;
+    the lock it has afterwards.
 
-    Reads the version's lock first and sends a retention only if it lengthens
-    the date or raises the mode; the date sent is the later of the two and
-    the mode the stronger, so no call Rewind makes can shorten or weaken a
-    lock. ``fresh``: the caller wrote this version a moment ago without a
-    lock, so the read is skipped (it could only answer "none"). True if a
-    retention was sent.
+    Reads the version's lock first and sends a retention only if the lock ends
+    before ``at_least_us`` (default ``until_us``) or its mode is weaker; it then
+    sends the later of ``until_us`` and the current date with the stronger
+    mode, so no call Rewind makes can shorten or weaken a lock. ``fresh``: the
+    caller wrote this version a moment ago without a lock, so the read is
+    skipped (it could only answer "none").
     """
     current = Lock(None, None, False) if fresh else lock_of(objects, key, version_id)
     want_mode = stronger(current.mode, mode)
+    need = until_us if at_least_us is None else at_least_us
+    if want_mode == current.mode and (current.until_us or 0) >= need:
+        return current
     want_until = max(until_us, current.until_us or 0)
-    if want_mode == current.mode and want_until == current.until_us:
-        return False
     assert want_mode is not None and want_until >= (current.until_us or 0)
     _call(
         _s3(objects, "lock"),
@@ -217,7 +220,7 @@ def extend_retention(
         VersionId=version_id,
         Retention={"Mode": want_mode, "RetainUntilDate": from_us(want_until)},
     )
-    return True
+    return Lock(want_mode, want_until, current.hold)
 
 
 def set_legal_hold(objects: ObjectStore, key: str, version_id: str, on: bool) -> None:

@@ -429,3 +429,29 @@ def test_cli_locks_lists_holds_and_refuses(
     ok(rewind("backup", "hold", "release", vault_uri, backup_id))
     ok(rewind("backup", "delete", vault_uri, backup_id, "--yes", "--bypass-governance"))
     fails(rewind("backup", "hold", "set", vault_uri, backup_id), "does not exist")
+
+
+def test_the_next_locked_backup_sends_nothing_for_objects_a_compliance_chain_covers(
+    store: TableStore,
+    source: Source,
+    vault_uri: str,
+    sent_retentions: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backup's cost follows what changed: shared objects locked (with slack) by the
+    previous backup's COMPLIANCE lock need neither a HEAD nor a retention."""
+    first = create_backup(store, "acme", "mon", vault_uri, lock="compliance", retain="10d")
+    assert len(sent_retentions) == first.objects + 2  # objects, manifest, marker
+    heads: list[str] = []
+    real = object_lock.lock_of
+
+    def counted(objects: Any, key: str, version_id: str) -> Any:
+        heads.append(key)
+        return real(objects, key, version_id)
+
+    monkeypatch.setattr(object_lock, "lock_of", counted)
+    sent_retentions.clear()
+    second = create_backup(store, "acme", "mon", vault_uri, lock="compliance", retain="10d")
+    assert second.referenced_objects == first.objects
+    assert [c["key"] for c in sent_retentions if "/objects/" in c["key"]] == []
+    assert [k for k in heads if "/objects/" in k or k.startswith("objects/")] == []
