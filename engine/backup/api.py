@@ -218,6 +218,13 @@ def delete_backup(
     """
     checked_backup_id(backup_id)
     dest = open_destination(uri, create=False)
+    now = wall_now_us() if now_us is None else now_us
+    if is_vault(dest):  # its own lock first: refused before every manifest is read
+        try:
+            own = read_manifest(dest, backup_id).get("lock")
+        except NotFound:
+            own = None  # incomplete, or no such backup: said below
+        refuse_delete(backup_id, own, bypass_governance=bypass_governance, now_us=now)
     entries = {e.backup_id: e for e in list_backups(dest)}
     if backup_id not in entries:
         raise NotFound(f"no backup {backup_id} at {uri}")
@@ -227,7 +234,7 @@ def delete_backup(
             entries,
             backup_id,
             bypass_governance=bypass_governance,
-            now_us=wall_now_us() if now_us is None else now_us,
+            now_us=now,
         )
     refuse_delete(backup_id, None, bypass_governance=bypass_governance, now_us=0)
     shared: set[str] = set()

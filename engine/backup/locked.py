@@ -10,6 +10,7 @@ another writer's retention.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from engine.backup.destination import (
     previous_link,
     read_manifest,
 )
-from engine.backup.physical import read_physical_manifest
+from engine.backup.physical import PENDING, read_physical_manifest
 from engine.backup.vault import (
     LOCK_THREADS,
     LockPolicy,
@@ -31,6 +32,7 @@ from engine.backup.vault import (
     is_vault,
     lock_all,
     pinned,
+    read_first,
     refuse_delete,
     wall_now_us,
 )
@@ -81,20 +83,30 @@ def delete_from_vault(
             f"backup {backup_id} is under a legal hold: release it first with "
             f"`rewind backup hold release {dest.warehouse.uri} {backup_id}`; nothing was deleted"
         )
-    mine: set[str] = set()
+    # What other backups use: complete ones' objects, and those an unfinished one
+    # (perhaps copying now) planned. Every other object version under objects/ is
+    # this backup's or a leftover of an earlier delete whose lock had not ended
+    # (locks are set a little longer than asked): collected once no lock holds it.
     shared: set[str] = set()
+    unknown = False
     for other in entries.values():
+        if other.backup_id == backup_id:
+            continue
         if other.kind == "physical" and other.complete:
             objects = read_physical_manifest(dest, other.backup_id)["objects"]
-            paths = {str(v["path"]) for v in objects.values()}
-            (mine if other.backup_id == backup_id else shared).update(paths)
-    if any(e.problem for e in entries.values() if e.backup_id != backup_id):
-        mine = set()  # another manifest is unreadable: what it shares is unknown
+            shared.update(str(v["path"]) for v in objects.values())
+        elif not other.complete:
+            planned = planned_objects(dest, other.backup_id)
+            if planned is None:
+                unknown = True
+            else:
+                shared.update(planned)
+    sweep = not unknown and not any(e.problem for e in entries.values() if e.backup_id != backup_id)
     root = list(versions(dest, f"{backup_root(backup_id)}/"))
     first = [v for v in root if v.key == manifest_key(backup_id)]  # never half-listed
     rest = [v for v in root if v.key != manifest_key(backup_id)]
-    for path in sorted(mine - shared):
-        rest.extend(versions(dest, path))
+    if sweep:  # else another manifest is unreadable: what it shares is unknown
+        rest.extend(v for v in versions(dest, "objects/") if v.key not in shared)
     done = _delete_unlocked(dest, first, bypass_governance, now_us)
     if done.kept_locked:
         raise Locked(
@@ -102,6 +114,19 @@ def delete_from_vault(
         )
     rest_done = _delete_unlocked(dest, rest, bypass_governance, now_us)
     return done.deleted_versions + rest_done.deleted_versions
+
+
+def planned_objects(dest: ObjectStore, backup_id: str) -> set[str] | None:
+    """The objects an unfinished physical backup recorded before copying (its
+    pending record, read at its first version); None if the record cannot be
+    read, so the caller sweeps nothing it cannot prove unused."""
+    data = read_first(dest, f"{backup_root(backup_id)}/{PENDING}")
+    if data is None:
+        return set()  # a logical one, or one that crashed before planning: no objects
+    try:
+        return {str(path) for path in json.loads(data)["objects"]}
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def _delete_unlocked(
