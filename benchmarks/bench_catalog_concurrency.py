@@ -86,7 +86,7 @@ def _b_ops(store: TableStore, tenant: str, label: str) -> tuple[float, float]:
     store.create_snapshot(tenant, f"{label}-{uuid.uuid4().hex[:8]}")
     snapshot_s = time.perf_counter() - started
     started = time.perf_counter()
-    rows = store.read(tenant, DATABASE, "small").num_rows
+    rows = store.read(tenant, f"{DATABASE}.small").num_rows
     query_s = time.perf_counter() - started
     assert rows == 1_000
     return snapshot_s, query_s
@@ -97,11 +97,11 @@ def latency_case(
 ) -> dict[str, Any]:
     with open_store("file", catalog) as store:
         store.create_tenant("a")
-        store.create_table("a", DATABASE, "events", EVENTS_SCHEMA)
+        store.create_table("a", f"{DATABASE}.events", EVENTS_SCHEMA)
         store.create_tenant("b")
-        store.create_table("b", DATABASE, "small", EVENTS_SCHEMA)
+        store.create_table("b", f"{DATABASE}.small", EVENTS_SCHEMA)
         rng = np.random.default_rng(3)
-        store.write("b", DATABASE, "small", upserts=make_rows(np.arange(1_000), rng))
+        store.write("b", f"{DATABASE}.small", upserts=make_rows(np.arange(1_000), rng))
         for _ in range(3):  # warm up both paths
             _b_ops(store, "b", "warm")
         idle = [_b_ops(store, "b", "idle") for _ in range(samples)]
@@ -155,7 +155,7 @@ def load_worker(catalog_uri: str, warehouse_uri: str, rows: int, commit_rows: in
     for start in range(0, rows, commit_rows):
         batch = make_rows(np.arange(start, min(rows, start + commit_rows)), rng)
         began = time.perf_counter()
-        store.write("a", DATABASE, "events", upserts=batch)
+        store.write("a", f"{DATABASE}.events", upserts=batch)
         commits.append(time.perf_counter() - began)
     store.close()
     print(json.dumps({"commits": len(commits), "commit_s": _summary(commits)}), flush=True)
@@ -171,7 +171,7 @@ def commits_case(
         tenants = ["shared"] if shared else [f"w{i}" for i in range(writers)]
         for tenant in tenants:
             store.create_tenant(tenant)
-            store.create_table(tenant, DATABASE, "t", EVENTS_SCHEMA)
+            store.create_table(tenant, f"{DATABASE}.t", EVENTS_SCHEMA)
         start_at = time.time() + 3.0 + 0.4 * writers  # after every worker has imported
         procs = [
             subprocess.Popen(
@@ -227,7 +227,7 @@ def commit_worker(
     n = 0
     while time.perf_counter() < end:
         began = time.perf_counter()
-        store.write(tenant, DATABASE, "t", upserts=batches[n % len(batches)])
+        store.write(tenant, f"{DATABASE}.t", upserts=batches[n % len(batches)])
         latencies.append(time.perf_counter() - began)
         n += 1
     store.close()

@@ -180,19 +180,19 @@ def build_tenant(store: TableStore, tenant: str, size: int, seed: int) -> dict[s
     names = [f"t{i:02d}" for i in range(tables)]
     all_keys = []
     for name in names:
-        store.create_table(tenant, DATABASE, name, EVENTS_SCHEMA)
+        store.create_table(tenant, f"{DATABASE}.{name}", EVENTS_SCHEMA)
         rows = max(BATCHES * 10, int(per_table * 0.95 / BYTES_PER_ROW))
         keys = rng.permutation(rows).astype(np.int64)
         for part in split(keys, BATCHES):
-            store.write(tenant, DATABASE, name, upserts=make_rows(part, rng))
+            store.write(tenant, f"{DATABASE}.{name}", upserts=make_rows(part, rng))
         all_keys.append(keys)
     store.create_snapshot(tenant, SNAPSHOT)
     for name, keys in zip(names, all_keys, strict=True):
         updates = np.sort(rng.choice(keys, max(1, len(keys) // 20), replace=False))
-        store.write(tenant, DATABASE, name, upserts=make_rows(updates, rng, version=1))
+        store.write(tenant, f"{DATABASE}.{name}", upserts=make_rows(updates, rng, version=1))
     write_s = time.perf_counter() - started
     for name in names:
-        store.compact(tenant, DATABASE, name, target_bytes=target)
+        store.compact(tenant, f"{DATABASE}.{name}", target_bytes=target)
     plan = plan_restore(store.catalog, tenant, SNAPSHOT, to="probe")
     totals = plan.totals()
     sizes = [t.input.bytes for t in plan.tasks]

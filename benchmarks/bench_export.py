@@ -103,32 +103,31 @@ def build(store: TableStore, total_bytes: int, *, seed: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     n = max(OBJECTS * 100, total_bytes // STORED_BYTES_PER_ROW)
     store.create_tenant(TENANT)
-    store.create_table(TENANT, DATABASE, TABLE, SCHEMA)
+    store.create_table(TENANT, f"{DATABASE}.{TABLE}", SCHEMA)
     # Keys interleaved across commits, so every compacted object merges all ten
     # (a key read decides that it holds one version per key).
     for part in np.array_split(rng.permutation(n).astype(np.int64), COMMITS):
-        store.write(TENANT, DATABASE, TABLE, upserts=rows(np.sort(part), rng))
+        store.write(TENANT, f"{DATABASE}.{TABLE}", upserts=rows(np.sort(part), rng))
     stored = sum(o.bytes for _, o in store.objects_of(TENANT))
     store.compact(TENANT, full=True, target_bytes=max(1, stored // OBJECTS))
     # Inside the middle object's range, before S: an update and a delete.
     middle = n // 2
     touched = np.arange(middle, middle + 50, dtype=np.int64)
-    store.write(TENANT, DATABASE, TABLE, upserts=rows(touched, rng, version=1))
+    store.write(TENANT, f"{DATABASE}.{TABLE}", upserts=rows(touched, rng, version=1))
     store.write(
-        TENANT, DATABASE, TABLE, deletes=pa.table({"id": pa.array([middle + 60], pa.int64())})
+        TENANT, f"{DATABASE}.{TABLE}", deletes=pa.table({"id": pa.array([middle + 60], pa.int64())})
     )
     store.create_snapshot(TENANT, SNAPSHOT)
     for start in (0, n // 4, 3 * n // 4):  # after S: not in the export
         store.write(
             TENANT,
-            DATABASE,
-            TABLE,
+            f"{DATABASE}.{TABLE}",
             upserts=rows(np.arange(start, start + 100, dtype=np.int64), rng, 2),
         )
-    plan = store.plan_read(TENANT, DATABASE, TABLE, SNAPSHOT)
+    plan = store.plan_read(TENANT, f"{DATABASE}.{TABLE}", SNAPSHOT)
     split = wholly_visible(store.objects, plan)
     return {
-        "rows_at_s": store.read(TENANT, DATABASE, TABLE, as_of=SNAPSHOT).num_rows,
+        "rows_at_s": store.read(TENANT, f"{DATABASE}.{TABLE}", as_of=SNAPSHOT).num_rows,
         "objects_at_s": len(plan.objects),
         "bytes_at_s": sum(o.bytes for o in plan.objects),
         "wholly_visible_objects": len(split.whole),

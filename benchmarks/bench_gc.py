@@ -305,7 +305,7 @@ def run_case(backend: Backend, n: int, *, seed: int) -> dict[str, Any]:
     with open_store(backend) as store:
         store.create_tenant(TENANT)
         tables = [
-            store.create_table(TENANT, DATABASE, f"t{i}", EVENTS_SCHEMA) for i in range(TABLES)
+            store.create_table(TENANT, f"{DATABASE}.t{i}", EVENTS_SCHEMA) for i in range(TABLES)
         ]
         ids = [new_id() for _ in range(n)]
         keys = [

@@ -158,13 +158,13 @@ def build(store: TableStore, size: int, seed: int) -> dict[str, Any]:
     """
     rng = np.random.default_rng(seed)
     store.create_tenant(TENANT)
-    store.create_table(TENANT, DATABASE, TABLE, SCHEMA)
+    store.create_table(TENANT, f"{DATABASE}.{TABLE}", SCHEMA)
     n = max(1_000, size // STORED_BYTES_PER_ROW)
     per_commit = max(1, COMMIT_BYTES // STORED_BYTES_PER_ROW)
     started = time.perf_counter()
     for start in range(0, n, per_commit):
         keys = np.arange(start, min(n, start + per_commit), dtype=np.int64)
-        store.write(TENANT, DATABASE, TABLE, upserts=rows(keys, rng))
+        store.write(TENANT, f"{DATABASE}.{TABLE}", upserts=rows(keys, rng))
     write_s = time.perf_counter() - started
     store.create_snapshot(TENANT, SNAPSHOT)
     # After S: every key range gets updates (key 0 first) and deletes, so every
@@ -174,8 +174,7 @@ def build(store: TableStore, size: int, seed: int) -> dict[str, Any]:
     deleted = np.arange(stride // 2, n, 2 * stride, dtype=np.int64)
     store.write(
         TENANT,
-        DATABASE,
-        TABLE,
+        f"{DATABASE}.{TABLE}",
         upserts=rows(updated, rng, version=1),
         deletes=pa.table({"id": pa.array(deleted, pa.int64())}),
     )
@@ -458,7 +457,7 @@ RESUME_SCRIPT = textwrap.dedent(
 
 def one_write(store: TableStore, count: int, rng: np.random.Generator, base: int) -> float:
     keys = np.arange(base, base + count, dtype=np.int64)
-    _, seconds = timed(lambda: store.write(OTHER, DATABASE, TABLE, upserts=rows(keys, rng)))
+    _, seconds = timed(lambda: store.write(OTHER, f"{DATABASE}.{TABLE}", upserts=rows(keys, rng)))
     return seconds
 
 
@@ -479,7 +478,7 @@ def writes_during_rewrite(
     run by another process (one pending job per ``nices`` value)."""
     rng = np.random.default_rng(seed)
     store.create_tenant(OTHER)
-    store.create_table(OTHER, DATABASE, TABLE, SCHEMA)
+    store.create_table(OTHER, f"{DATABASE}.{TABLE}", SCHEMA)
     base = 0
     cases = []
     for nice in nices:

@@ -1437,7 +1437,7 @@ def generate_table(
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
     store.create_tenant(COMPACT_TENANT)
-    store.create_table(COMPACT_TENANT, COMPACT_DB, COMPACT_TABLE, compaction_schema())
+    store.create_table(COMPACT_TENANT, f"{COMPACT_DB}.{COMPACT_TABLE}", compaction_schema())
     commits_guess = max(2, round(size / commit_bytes))
     per_row = _bytes_per_row(rng, commits_guess)
     keyspace = max(10_000, int(size / per_row * KEYSPACE_FACTOR))
@@ -1451,7 +1451,9 @@ def generate_table(
             ids = _draw_ids(
                 rng, keyspace, max(1_000, int(commit_bytes / per_row * DELETE_FRACTION))
             )
-            store.write(COMPACT_TENANT, COMPACT_DB, COMPACT_TABLE, deletes=pa.table({"id": ids}))
+            store.write(
+                COMPACT_TENANT, f"{COMPACT_DB}.{COMPACT_TABLE}", deletes=pa.table({"id": ids})
+            )
             newest[ids] = 2 * index + 1
             rows_del += len(ids)
             deletes += 1
@@ -1460,7 +1462,7 @@ def generate_table(
             count = int(min(commit_bytes / per_row, max(1_000, left * 1.02)))
             ids = _draw_ids(rng, keyspace, count)
             rows = _commit_rows(rng, ids)
-            store.write(COMPACT_TENANT, COMPACT_DB, COMPACT_TABLE, upserts=rows)
+            store.write(COMPACT_TENANT, f"{COMPACT_DB}.{COMPACT_TABLE}", upserts=rows)
             del rows
             newest[ids] = 2 * index
             rows_up += len(ids)
@@ -1547,7 +1549,7 @@ def child_compact_rewind(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
 
     def work() -> dict[str, Any]:
         (result,) = store.compact(
-            COMPACT_TENANT, COMPACT_DB, COMPACT_TABLE, full=True, memory=memory
+            COMPACT_TENANT, f"{COMPACT_DB}.{COMPACT_TABLE}", full=True, memory=memory
         )
         store.close()
         return {

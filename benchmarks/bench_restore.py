@@ -126,7 +126,7 @@ def build_tenant(
     keys = [rng.permutation(n * before).astype(np.int64) for n in batch_rows]
     parts = [split(k, before) for k in keys]
     for name in names:
-        store.create_table(tenant, DATABASE, name, EVENTS_SCHEMA)
+        store.create_table(tenant, f"{DATABASE}.{name}", EVENTS_SCHEMA)
     rows_written = 0
     for step in range(before):
         for t, name in enumerate(names):
@@ -136,7 +136,7 @@ def build_tenant(
                 earlier = parts[t][0]
                 deletes = key_table(np.sort(rng.choice(earlier, _deletes(batch_rows[t]), False)))
             upserts = make_rows(parts[t][step], rng)
-            store.write(tenant, DATABASE, name, upserts=upserts, deletes=deletes)
+            store.write(tenant, f"{DATABASE}.{name}", upserts=upserts, deletes=deletes)
             rows_written += upserts.num_rows
     snapshot = store.create_snapshot(tenant, SNAPSHOT)
     for step in range(after):
@@ -145,12 +145,12 @@ def build_tenant(
             updates = np.sort(keys[t][chosen[: batch_rows[t]]])
             deleted = np.sort(keys[t][chosen[batch_rows[t] :]])
             upserts = make_rows(updates, rng, version=step + 1)
-            store.write(tenant, DATABASE, name, upserts=upserts, deletes=key_table(deleted))
+            store.write(tenant, f"{DATABASE}.{name}", upserts=upserts, deletes=key_table(deleted))
             rows_written += upserts.num_rows
     written_s = time.perf_counter() - started
     compact_s = 0.0
     for name in names[:compacted]:
-        _, seconds = timed(lambda n=name: store.compact(tenant, DATABASE, n))
+        _, seconds = timed(lambda n=name: store.compact(tenant, f"{DATABASE}.{n}"))
         compact_s += seconds
     objects = [record for _, record in store.objects_of(tenant)]
     totals = plan_restore(store.catalog, tenant, SNAPSHOT, to="probe").totals()
@@ -313,16 +313,16 @@ def build_straddlers(store: TableStore, tenant: str, size: int, seed: int) -> di
     """
     rng = np.random.default_rng(seed)
     store.create_tenant(tenant)
-    store.create_table(tenant, DATABASE, "t", EVENTS_SCHEMA)
+    store.create_table(tenant, f"{DATABASE}.t", EVENTS_SCHEMA)
     rows = max(REWRITE_BATCHES * 10, int(size * 0.95 / BYTES_PER_ROW))
     keys = rng.permutation(rows).astype(np.int64)
     for part in split(keys, REWRITE_BATCHES):
-        store.write(tenant, DATABASE, "t", upserts=make_rows(part, rng))
+        store.write(tenant, f"{DATABASE}.t", upserts=make_rows(part, rng))
     store.create_snapshot(tenant, SNAPSHOT)
     updates = np.sort(rng.choice(keys, max(1, rows // 20), replace=False))
-    store.write(tenant, DATABASE, "t", upserts=make_rows(updates, rng, version=1))
+    store.write(tenant, f"{DATABASE}.t", upserts=make_rows(updates, rng, version=1))
     target = min(64 * 1024 * 1024, max(1024 * 1024, size // REWRITE_BATCHES))
-    store.compact(tenant, DATABASE, "t", target_bytes=target)
+    store.compact(tenant, f"{DATABASE}.t", target_bytes=target)
     totals = plan_restore(store.catalog, tenant, SNAPSHOT, to="probe").totals()
     return {"objects": totals["rewrite"][0], "bytes": totals["rewrite"][1]}
 
@@ -437,7 +437,7 @@ def register_objects(
     """
     store.create_tenant(tenant)
     created = [
-        store.create_table(tenant, DATABASE, f"t{i:03d}", EVENTS_SCHEMA) for i in range(tables)
+        store.create_table(tenant, f"{DATABASE}.t{i:03d}", EVENTS_SCHEMA) for i in range(tables)
     ]
     tenant_id = store.tenant(tenant).id
     with store.catalog.transaction() as tx:

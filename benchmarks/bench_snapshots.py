@@ -125,7 +125,7 @@ def run_creation(sizes: Sequence[int], runs: int) -> dict[str, Any]:
         store.create_tenant(TENANT)
         store.set_pitr(TENANT, PITR_WINDOW_US)
         tables = [
-            store.create_table(TENANT, DATABASE, f"t{i}", EVENTS_SCHEMA)
+            store.create_table(TENANT, f"{DATABASE}.t{i}", EVENTS_SCHEMA)
             for i in range(CREATE_TABLES)
         ]
         have = 0
@@ -182,9 +182,9 @@ def _stored(store: TableStore) -> dict[str, int]:
 
 
 def _read_at_snapshot(store: TableStore, expected: int, warm: int) -> tuple[Any, dict[str, Any]]:
-    plan = store.plan_read(TENANT, DATABASE, "events", SNAPSHOT)
+    plan = store.plan_read(TENANT, f"{DATABASE}.events", SNAPSHOT)
     plan_bytes = sum(o.bytes for o in plan.objects)
-    result, timing = repeat(lambda: store.read(TENANT, DATABASE, "events", SNAPSHOT), warm)
+    result, timing = repeat(lambda: store.read(TENANT, f"{DATABASE}.events", SNAPSHOT), warm)
     if result.num_rows != expected:
         raise RuntimeError(
             f"read at {SNAPSHOT} returned {result.num_rows} rows, expected {expected}"
@@ -206,10 +206,10 @@ def run_read_case(backend: Backend, n: int, *, warm: int, seed: int) -> dict[str
     with open_store(backend) as store:
         store.create_tenant(TENANT)
         store.set_pitr(TENANT, None)  # only the snapshot and "now" are protected
-        store.create_table(TENANT, DATABASE, "events", EVENTS_SCHEMA)
+        store.create_table(TENANT, f"{DATABASE}.events", EVENTS_SCHEMA)
         start = time.perf_counter()
         for part in split(keys, LOAD_COMMITS):
-            store.write(TENANT, DATABASE, "events", upserts=make_rows(part, rng))
+            store.write(TENANT, f"{DATABASE}.events", upserts=make_rows(part, rng))
         load_s = time.perf_counter() - start
         alive = np.ones(n, dtype=bool)
         expected_at_snapshot = -1
@@ -220,8 +220,7 @@ def run_read_case(backend: Backend, n: int, *, warm: int, seed: int) -> dict[str
             deletes = np.sort(chosen[int(n * UPDATE_FRACTION) :])
             store.write(
                 TENANT,
-                DATABASE,
-                "events",
+                f"{DATABASE}.events",
                 upserts=make_rows(updates, rng, version),
                 deletes=key_table(deletes),
             )
@@ -233,7 +232,7 @@ def run_read_case(backend: Backend, n: int, *, warm: int, seed: int) -> dict[str
         update_s = time.perf_counter() - start
         before_stored = _stored(store)
         before_rows, before = _read_at_snapshot(store, expected_at_snapshot, warm)
-        results, compact_s = timed(lambda: store.compact(TENANT, DATABASE, "events", full=True))
+        results, compact_s = timed(lambda: store.compact(TENANT, f"{DATABASE}.events", full=True))
         after_stored = _stored(store)
         after_rows, after = _read_at_snapshot(store, expected_at_snapshot, warm)
         if not before_rows.equals(after_rows):

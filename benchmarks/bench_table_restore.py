@@ -74,14 +74,14 @@ def build(store: TableStore, tables: int, table_bytes: int, seed: int) -> dict[s
     store.create_tenant(TENANT)
     names = [f"t{i:03d}" for i in range(tables)]
     for name in names:
-        store.create_table(TENANT, DATABASE, name, EVENTS_SCHEMA)
+        store.create_table(TENANT, f"{DATABASE}.{name}", EVENTS_SCHEMA)
     rows = max(100, table_bytes // BYTES_PER_ROW)
     per_commit = rows // COMMITS_BEFORE
     started = time.perf_counter()
     for step in range(COMMITS_BEFORE):
         keys = np.arange(step * per_commit, (step + 1) * per_commit, dtype=np.int64)
         for name in names:
-            store.write(TENANT, DATABASE, name, upserts=make_rows(keys, rng))
+            store.write(TENANT, f"{DATABASE}.{name}", upserts=make_rows(keys, rng))
     store.create_snapshot(TENANT, SNAPSHOT)
     changed = per_commit // 10
     for step in range(COMMITS_AFTER):
@@ -89,8 +89,7 @@ def build(store: TableStore, tables: int, table_bytes: int, seed: int) -> dict[s
             chosen = np.sort(rng.choice(per_commit * COMMITS_BEFORE, 2 * changed, replace=False))
             store.write(
                 TENANT,
-                DATABASE,
-                name,
+                f"{DATABASE}.{name}",
                 upserts=make_rows(chosen[:changed].astype(np.int64), rng, version=step + 1),
                 deletes=key_table(chosen[changed:].astype(np.int64)),
             )
@@ -123,7 +122,7 @@ def figures(outcome: RestoreOutcome, seconds: float) -> dict[str, Any]:
 def one_write(store: TableStore, rows: int, rng: np.random.Generator, base: int) -> float:
     keys = np.arange(base, base + rows, dtype=np.int64)
     _, seconds = timed(
-        lambda: store.write(TENANT, DATABASE, "t001", upserts=make_rows(keys, rng, version=9))
+        lambda: store.write(TENANT, f"{DATABASE}.t001", upserts=make_rows(keys, rng, version=9))
     )
     return seconds
 

@@ -100,9 +100,9 @@ def _table_objects(store: TableStore, table: str) -> tuple[int, int]:
 
 
 def _write_single(store: TableStore, keys: np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
-    store.create_table(TENANT, DATABASE, "single", EVENTS_SCHEMA)
+    store.create_table(TENANT, f"{DATABASE}.single", EVENTS_SCHEMA)
     rows = make_rows(keys, rng)
-    _, seconds = timed(lambda: store.write(TENANT, DATABASE, "single", upserts=rows))
+    _, seconds = timed(lambda: store.write(TENANT, f"{DATABASE}.single", upserts=rows))
     objects, byte_count = _table_objects(store, "single")
     return _write_figure(rows.num_rows, byte_count, objects, 1, seconds)
 
@@ -110,11 +110,11 @@ def _write_single(store: TableStore, keys: np.ndarray, rng: np.random.Generator)
 def _write_batched(
     store: TableStore, keys: np.ndarray, rng: np.random.Generator, batches: int
 ) -> dict[str, Any]:
-    store.create_table(TENANT, DATABASE, "events", EVENTS_SCHEMA)
+    store.create_table(TENANT, f"{DATABASE}.events", EVENTS_SCHEMA)
     parts = [make_rows(part, rng) for part in split(keys, batches)]
     start = time.perf_counter()
     for part in parts:
-        store.write(TENANT, DATABASE, "events", upserts=part)
+        store.write(TENANT, f"{DATABASE}.events", upserts=part)
     seconds = time.perf_counter() - start
     objects, byte_count = _table_objects(store, "events")
     return _write_figure(len(keys), byte_count, objects, len(parts), seconds)
@@ -132,7 +132,7 @@ def _mutate(store: TableStore, n: int, rng: np.random.Generator) -> Mutations:
         upserts = make_rows(updates, rng, version)
         result, elapsed = timed(
             lambda u=upserts, d=deletes: store.write(
-                TENANT, DATABASE, "events", upserts=u, deletes=key_table(d)
+                TENANT, f"{DATABASE}.events", upserts=u, deletes=key_table(d)
             )
         )
         seconds += elapsed
@@ -156,7 +156,7 @@ def _read(
     warm: int,
 ) -> list[dict[str, Any]]:
     """Time the local and the Spark reader on the same read; check they agree."""
-    plan = store.plan_read(TENANT, DATABASE, "events", as_of)
+    plan = store.plan_read(TENANT, f"{DATABASE}.events", as_of)
     plan_bytes = sum(o.bytes for o in plan.objects)
     scanned = sum(o.rows for o in plan.objects)
     figures = []
@@ -164,7 +164,7 @@ def _read(
     reader: Reader
     for reader in ("local", "spark"):
         result, timing = repeat(
-            lambda r=reader: store.read(TENANT, DATABASE, "events", as_of, reader=r), warm
+            lambda r=reader: store.read(TENANT, f"{DATABASE}.events", as_of, reader=r), warm
         )
         if result.num_rows != expected_rows:
             raise RuntimeError(
@@ -246,7 +246,7 @@ def run_case(backend: Backend, n: int, *, batches: int, warm: int, seed: int) ->
         batched = _write_batched(store, keys, rng, batches)
         mutations = _mutate(store, n, rng)
         reads = _read_all(store, "before_compaction", mutations, warm)
-        results, compact_s = timed(lambda: store.compact(TENANT, DATABASE, "events"))
+        results, compact_s = timed(lambda: store.compact(TENANT, f"{DATABASE}.events"))
         reads += _read_all(store, "after_compaction", mutations, warm)
     (compaction,) = results
     return {

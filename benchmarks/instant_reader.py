@@ -41,7 +41,7 @@ def answer(store: Any, request: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"op": request["op"], "tenant": tenant}
     if request["op"] == "first":
         limit = int(request.get("limit", 10))
-        plan = store.plan_read(tenant, database, name)
+        plan = store.plan_read(tenant, f"{database}.{name}")
         parts = list(stream_visible(store.objects, plan, limit=limit + 1))
         rows = [row for part in parts for row in part.slice(0, limit).to_pylist()][:limit]
         out |= {
@@ -61,7 +61,7 @@ def answer(store: Any, request: dict[str, Any]) -> dict[str, Any]:
     elif request["op"] == "bare":
         import pyarrow.parquet as pq
 
-        plan = store.plan_read(tenant, database, name)
+        plan = store.plan_read(tenant, f"{database}.{name}")
         first = min(plan.objects, key=lambda o: (o.kind != "data", o.min_pk))
         started = time.monotonic()  # the plan is not the floor's: time the read alone
         with store.objects.open_input(first.key) as source:

@@ -65,7 +65,7 @@ def child_load_rewind(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     target = _table_schema().arrow()
 
     def work() -> dict[str, Any]:
-        result = store.load("bench", "db", args["table"], read_batches(Path(args["csv"]), target))
+        result = store.load("bench", f"db.{args['table']}", read_batches(Path(args["csv"]), target))
         return {"output_rows": result.upserted, "output_bytes": 0}
 
     return work
@@ -102,7 +102,7 @@ def child_query_rewind(args: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     store = _open_store(args)
 
     def work() -> dict[str, Any]:
-        plan = store.plan_read("bench", "db", "t")
+        plan = store.plan_read("bench", "db.t")
         rows = sum(t.num_rows for t in stream_visible(store.objects, plan, limit=11))
         return {"output_rows": rows, "output_bytes": 0, "objects": len(plan.objects)}
 
@@ -210,7 +210,7 @@ def case_load(ctx: Any, backend: str, size: int) -> dict[str, Any]:
         names = ["rewind", "bare_csv"]
         catalog, store = _catalog_store(bm, wh, ctx.workdir)
         for index in range(ctx.args.reps or 1):
-            store.create_table("bench", "db", f"t{index}", _table_schema())
+            store.create_table("bench", f"db.t{index}", _table_schema())
         child = {**wh.child_args(), "catalog": catalog, "csv": str(csv), "table": "t0",
                  "tmpdir": str(ctx.workdir)}  # fmt: skip
         figures: dict[str, list[dict[str, Any]]] = {}
@@ -241,7 +241,7 @@ def case_query(ctx: Any, backend: str, size: int) -> dict[str, Any]:
     with ExitStack() as stack:
         wh = stack.enter_context(bm.open_warehouse(backend, ctx.workdir))
         catalog, store = _catalog_store(bm, wh, ctx.workdir)
-        store.create_table("bench", "db", "t", _table_schema())
+        store.create_table("bench", "db.t", _table_schema())
         ctx.console.print(f"  {backend} {rows:,} rows: loading ...")
         started = time.perf_counter()
         step = 1_000_000
@@ -255,7 +255,7 @@ def case_query(ctx: Any, backend: str, size: int) -> dict[str, Any]:
         rng = np.random.default_rng(ctx.args.seed)
         for _ in range(5):  # small commits across the key range: MVCC has work to do
             ids = np.unique(rng.integers(0, rows, size=1000))
-            store.write("bench", "db", "t", upserts=pa.table({"id": ids, "v": ["new"] * len(ids)}),
+            store.write("bench", "db.t", upserts=pa.table({"id": ids, "v": ["new"] * len(ids)}),
                         deletes=pa.table({"id": np.unique(rng.integers(0, rows, size=100))}))  # fmt: skip
         built = time.perf_counter() - started
         objects = store.objects_of("bench")

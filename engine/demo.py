@@ -278,7 +278,7 @@ def step_verify(demo: Demo) -> None:
         database, name = table.split(".")
         counts = []
         for label, (ts, model) in times.items():
-            got = demo.store.read(TENANT, database, name, ts).to_pylist()
+            got = demo.store.read(TENANT, f"{database}.{name}", ts).to_pylist()
             want = [model[table][k] for k in sorted(model[table])]
             if got != want:
                 raise DemoFailed(

@@ -57,7 +57,7 @@ def read_as_of(
     owned = store is None
     store = store or TableStore.open()
     try:
-        plan = store.plan_read(tenant, database, name, as_of)
+        plan = store.plan_read(tenant, f"{database}.{name}", as_of)
         return spark_dataframe(store.objects, plan, spark)
     finally:
         if owned:

@@ -98,17 +98,16 @@ def state(world: World) -> State:
 @pytest.fixture
 def world(store: TableStore, bucket: str, s3_server: EmbeddedS3) -> World:
     store.create_tenant("acme")
-    store.create_table("acme", "db", "orders", SCHEMA)
+    store.create_table("acme", "db.orders", SCHEMA)
     store.write(
         "acme",
-        "db",
-        "orders",
+        "db.orders",
         upserts=rows(id=[1, 2], region=["eu", "us"], amount=[1.0, None], qty=[1, 2]),
     )
-    store.write("acme", "db", "orders", deletes=keys(id=[2], region=["us"]))
+    store.write("acme", "db.orders", deletes=keys(id=[2], region=["us"]))
     store.create_tenant("gone")
-    store.create_table("gone", "db", "orders", SCHEMA)
-    store.write("gone", "db", "orders", upserts=rows())
+    store.create_table("gone", "db.orders", SCHEMA)
+    store.write("gone", "db.orders", upserts=rows())
     gone = store.drop_tenant("gone")
     return World(store, bucket, s3_server, gone.ref)
 
@@ -117,7 +116,7 @@ Call = Callable[[World], Any]
 
 
 def write(tenant: str = "acme", database: str = "db", table: str = "orders", **kwargs: Any) -> Call:
-    return lambda w: w.store.write(tenant, database, table, **kwargs)
+    return lambda w: w.store.write(tenant, f"{database}.{table}", **kwargs)
 
 
 CASES: list[tuple[str, Call, type[RewindError], str]] = [
@@ -150,19 +149,19 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "database-digit-first",
-        lambda w: w.store.create_table("acme", "1db", "t", SCHEMA),
+        lambda w: w.store.create_table("acme", "1db.t", SCHEMA),
         InvalidName,
         r"invalid database name '1db'",
     ),
     (
         "table-dash",
-        lambda w: w.store.create_table("acme", "db", "bad-table", SCHEMA),
+        lambda w: w.store.create_table("acme", "db.bad-table", SCHEMA),
         InvalidName,
         r"invalid table name 'bad-table'",
     ),
     (
         "table-too-long",
-        lambda w: w.store.create_table("acme", "db", "t" * 129, SCHEMA),
+        lambda w: w.store.create_table("acme", f"db.{'t' * 129}", SCHEMA),
         InvalidName,
         r"1-128 characters",
     ),
@@ -198,7 +197,7 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "read-table-name",
-        lambda w: w.store.read("acme", "db", "x;drop"),
+        lambda w: w.store.read("acme", "db.x;drop"),
         InvalidName,
         r"invalid table name",
     ),
@@ -223,13 +222,13 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "read-unknown-table",
-        lambda w: w.store.read("acme", "db", "nothere"),
+        lambda w: w.store.read("acme", "db.nothere"),
         NotFound,
         r"table db\.nothere does not exist",
     ),
     (
         "create-table-unknown-tenant",
-        lambda w: w.store.create_table("nobody", "db", "t", SCHEMA),
+        lambda w: w.store.create_table("nobody", "db.t", SCHEMA),
         NotFound,
         r"tenant 'nobody' does not exist",
     ),
@@ -241,7 +240,7 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "drop-unknown-table",
-        lambda w: w.store.drop_table("acme", "db", "nothere"),
+        lambda w: w.store.drop_table("acme", "db.nothere"),
         NotFound,
         r"table db\.nothere does not exist",
     ),
@@ -253,7 +252,7 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "compact-unknown-table",
-        lambda w: w.store.compact("acme", "db", "nothere"),
+        lambda w: w.store.compact("acme", "db.nothere"),
         NotFound,
         r"table db\.nothere does not exist",
     ),
@@ -266,7 +265,7 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "duplicate-table",
-        lambda w: w.store.create_table("acme", "db", "orders", SCHEMA),
+        lambda w: w.store.create_table("acme", "db.orders", SCHEMA),
         AlreadyExists,
         r"table db\.orders already exists",
     ),
@@ -365,7 +364,7 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     # dropped tenants
     (
         "write-dropped-by-id",
-        lambda w: w.store.write(w.gone_ref, "db", "orders", upserts=rows()),
+        lambda w: w.store.write(w.gone_ref, "db.orders", upserts=rows()),
         TenantDropped,
         r"was dropped",
     ),
@@ -377,7 +376,7 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "create-table-dropped",
-        lambda w: w.store.create_table(w.gone_ref, "db", "t2", SCHEMA),
+        lambda w: w.store.create_table(w.gone_ref, "db.t2", SCHEMA),
         TenantDropped,
         r"was dropped",
     ),
@@ -406,50 +405,50 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "read-in-the-future",
-        lambda w: w.store.read("acme", "db", "orders", w.store.now() + 10**12),
+        lambda w: w.store.read("acme", "db.orders", w.store.now() + 10**12),
         InvalidArgument,
         r"in the future",
     ),
     (
         "read-unprotected-time",
-        lambda w: w.store.read("acme", "db", "orders", 1),
+        lambda w: w.store.read("acme", "db.orders", 1),
         UnprotectedTime,
         r"is not protected",
     ),
     # times past year 9999 (or past int64) and garbage, wherever a time is parsed
     (
         "read-year-10000-iso",
-        lambda w: w.store.read("acme", "db", "orders", "10000-01-01"),
+        lambda w: w.store.read("acme", "db.orders", "10000-01-01"),
         InvalidArgument,
         r"times run from .* to 9999-12-31",
     ),
     (
         "read-year-10000-ts",
-        lambda w: w.store.read("acme", "db", "orders", "253402300800000000"),
+        lambda w: w.store.read("acme", "db.orders", "253402300800000000"),
         InvalidArgument,
         r"times run from",
     ),
     (
         "read-year-10000-int",
-        lambda w: w.store.read("acme", "db", "orders", 253402300800000000),
+        lambda w: w.store.read("acme", "db.orders", 253402300800000000),
         InvalidArgument,
         r"times run from",
     ),
     (
         "read-past-int64",
-        lambda w: w.store.read("acme", "db", "orders", 2**64),
+        lambda w: w.store.read("acme", "db.orders", 2**64),
         InvalidArgument,
         r"times run from",
     ),
     (
         "read-offset-past-9999",
-        lambda w: w.store.read("acme", "db", "orders", "9999-12-31T23:59:59-01:00"),
+        lambda w: w.store.read("acme", "db.orders", "9999-12-31T23:59:59-01:00"),
         InvalidArgument,
         r"times run from",
     ),
     (
         "read-garbage-time",
-        lambda w: w.store.read("acme", "db", "orders", "g@"),
+        lambda w: w.store.read("acme", "db.orders", "g@"),
         InvalidArgument,
         r"invalid time or snapshot 'g@': use a snapshot name, an ISO-8601",
     ),
@@ -578,7 +577,7 @@ def test_bad_input_raises_a_specific_error_and_changes_nothing(
 def test_state_snapshot_sees_a_successful_write(world: World) -> None:
     """The check above is not vacuous: a good write changes catalog, clock and bucket."""
     before = state(world)
-    world.store.write("acme", "db", "orders", upserts=rows(id=[7]))
+    world.store.write("acme", "db.orders", upserts=rows(id=[7]))
     after = state(world)
     assert after.last_ts > before.last_ts
     assert len(after.keys) == len(before.keys) + 1
@@ -589,14 +588,11 @@ def test_state_snapshot_sees_a_successful_write(world: World) -> None:
 def test_a_key_differing_in_one_part_is_not_a_duplicate(world: World) -> None:
     result = world.store.write(
         "acme",
-        "db",
-        "orders",
+        "db.orders",
         upserts=rows(id=[4, 4], region=["eu", "us"], amount=[1.0, 2.0], qty=[1, 2]),
     )
     assert result.upserted == 2
-    assert [
-        (r["id"], r["region"]) for r in world.store.read("acme", "db", "orders").to_pylist()
-    ] == [
+    assert [(r["id"], r["region"]) for r in world.store.read("acme", "db.orders").to_pylist()] == [
         (1, "eu"),
         (4, "eu"),
         (4, "us"),
@@ -665,7 +661,7 @@ def test_malformed_backup_destination_is_refused_by_its_name(world: World) -> No
 def test_deleting_only_absent_keys_writes_nothing_and_counts_zero(world: World) -> None:
     before = state(world)
     result = world.store.write(
-        "acme", "db", "orders", deletes=keys(id=[2, 99], region=["us", "eu"]), only_present=True
+        "acme", "db.orders", deletes=keys(id=[2, 99], region=["us", "eu"]), only_present=True
     )
     assert (result.deleted, result.object_ids, result.ts) == (0, (), before.last_ts)
     assert state(world) == before
@@ -674,13 +670,12 @@ def test_deleting_only_absent_keys_writes_nothing_and_counts_zero(world: World) 
 def test_delete_count_is_the_keys_that_were_there(world: World) -> None:
     result = world.store.write(
         "acme",
-        "db",
-        "orders",
+        "db.orders",
         deletes=keys(id=[1, 2, 99], region=["eu", "us", "eu"]),
         only_present=True,
     )
     assert result.deleted == 1 and len(result.object_ids) == 1
-    assert world.store.read("acme", "db", "orders").num_rows == 0
+    assert world.store.read("acme", "db.orders").num_rows == 0
 
 
 # a busy catalog: one clear, retryable error naming the holder; readers never wait
@@ -699,11 +694,11 @@ def test_busy_catalog_raises_catalog_busy_naming_the_holder_and_changes_nothing(
             world.store.catalog.uri, f"s3://{world.bucket}/warehouse", s3=world.s3.settings
         )
         try:
-            assert second.read("acme", "db", "orders").num_rows == 1
+            assert second.read("acme", "db.orders").num_rows == 1
             with pytest.raises(
                 CatalogBusy, match=rf"busy, retry: its write lock is held by pid {pid} on "
             ) as raised:
-                second.write("acme", "db", "orders", upserts=rows(id=[8]))
+                second.write("acme", "db.orders", upserts=rows(id=[8]))
         finally:
             second.close()
     assert isinstance(raised.value, TransientError)

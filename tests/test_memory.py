@@ -129,7 +129,7 @@ def test_full_compaction_of_a_300_mb_table_stays_within_its_budget(
     store = TableStore.open(catalog, warehouse)
     store.create_tenant("acme")
     schema = TableSchema((Column("id", "int64", nullable=False), Column("p", "binary")), ("id",))
-    store.create_table("acme", "db", "t", schema)
+    store.create_table("acme", "db.t", schema)
     rng = np.random.default_rng(3)
     rows = 150_000
     distinct: set[int] = set()
@@ -141,7 +141,7 @@ def test_full_compaction_of_a_300_mb_table_stays_within_its_budget(
         values = pa.BinaryArray.from_buffers(
             pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(payload)]
         )
-        store.write("acme", "db", "t", upserts=pa.table({"id": ids, "p": values}))
+        store.write("acme", "db.t", upserts=pa.table({"id": ids, "p": values}))
     stored = sum(o.bytes for _, o in store.objects_of("acme"))
     assert stored > 290 * MB
     budget = 384 * 1024 * 1024
@@ -171,8 +171,8 @@ def test_loading_a_400_mb_csv_grows_the_process_by_under_300_mb(
     store = TableStore.open(catalog, warehouse)
     store.create_tenant("acme")
     schema = TableSchema((Column("id", "int64", nullable=False), Column("v", "string")), ("id",))
-    store.create_table("acme", "db", "t", schema)
-    store.create_table("acme", "db", "warm", schema)
+    store.create_table("acme", "db.t", schema)
+    store.create_table("acme", "db.warm", schema)
     csv = tmp_path / "big.csv"
     rng = np.random.default_rng(4)
     ids = rng.permutation(1_900_000)  # shuffled: every chunk spans the whole key range
@@ -252,21 +252,20 @@ def test_a_table_at_a_snapshot_streams_through_each_engine_in_a_fraction_of_its_
 
     visible = {}
     for table, commits in (("warm", 2), ("t", 20)):
-        store.create_table("acme", "db", table, schema)
+        store.create_table("acme", f"db.{table}", schema)
         for commit in range(commits):
             ids = np.arange(commit * rows, (commit + 1) * rows, dtype=np.int64)
-            store.write("acme", "db", table, upserts=pa.table({"id": ids, "p": payload(rows)}))
+            store.write("acme", f"db.{table}", upserts=pa.table({"id": ids, "p": payload(rows)}))
         changed = rng.choice(commits * rows, size=2_000, replace=False)
         store.write(
             "acme",
-            "db",
-            table,
+            f"db.{table}",
             upserts=pa.table({"id": changed[:1_000], "p": payload(1_000)}),
             deletes=pa.table({"id": changed[1_000:]}),
         )
         visible[table] = commits * rows - 1_000
     store.create_snapshot("acme", "s")
-    store.write("acme", "db", "t", deletes=pa.table({"id": np.arange(0, rows, dtype=np.int64)}))
+    store.write("acme", "db.t", deletes=pa.table({"id": np.arange(0, rows, dtype=np.int64)}))
     visible_mb = visible["t"] * (width + 8 + 4) / MB  # Arrow: id, payload, its offset
     assert visible_mb > 500
 

@@ -67,7 +67,7 @@ def _schema(store: TableStore, tenant: str, database: str, table: str) -> TableS
     Only a parsing hint: the write path checks the batch against the schema
     again inside its commit.
     """
-    return store.plan_read(tenant, database, table).table.schema
+    return store.plan_read(tenant, f"{database}.{table}").table.schema
 
 
 def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -> None:
@@ -90,12 +90,12 @@ def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -
     try:
         with step(f"loading {file.name}", size) as loading:
             batches = read_batches(file, target, progress=loading)
-            result = store.load(tenant, database, name, batches)
+            result = store.load(tenant, f"{database}.{name}", batches)
     except RowTooLong:
         # Rare: a row longer than a block. Again, with blocks as large as we accept.
         with step(f"loading {file.name}", size) as loading:
             batches = read_batches(file, target, CSV_MAX_ROW_BYTES, loading)
-            result = store.load(tenant, database, name, batches)
+            result = store.load(tenant, f"{database}.{name}", batches)
     if state.json:
         render.emit_json(render.write_json(tenant, table, result))
     else:
@@ -138,7 +138,7 @@ def delete(
     store = state.store()
     key_rows = read_file(keys, _schema(store, tenant, database, name).key_arrow())
     # Only keys that are there get a tombstone, so the count is what was deleted.
-    result = store.write(tenant, database, name, deletes=key_rows, only_present=True)
+    result = store.write(tenant, f"{database}.{name}", deletes=key_rows, only_present=True)
     given = key_rows.num_rows
     if state.json:
         render.emit_json(render.write_json(tenant, table, result) | {"keys_given": given})
@@ -271,12 +271,12 @@ def query(
         return
     assert table is not None
     database, name = table_arg(table)
-    plan = store.plan_read(tenant, database, name, ts)
+    plan = store.plan_read(tenant, f"{database}.{name}", ts)
     keys = KeyRange.parse(key_from, key_to, plan.table.schema.key_arrow())
     if keys is not None and reader is ReaderChoice.spark:
         raise InvalidArgument("--from and --to read locally: leave out --reader spark")
     if reader is ReaderChoice.spark:
-        whole = store.read(tenant, database, name, ts, reader="spark")
+        whole = store.read(tenant, f"{database}.{name}", ts, reader="spark")
         keep = whole.num_rows if limit is None else min(limit + 1, whole.num_rows)
         parts: Iterable[pa.Table] = [whole.slice(0, keep)]
     else:
@@ -337,7 +337,7 @@ def compact(
     if budget is not None and budget < MIN_MEMORY:
         raise InvalidArgument(f"invalid --memory {memory!r}: give at least {MIN_MEMORY // MIB} MiB")
     results = state.store().compact(
-        tenant, database, name, target_bytes=max(1, int(target_mb * MIB)), memory=budget
+        tenant, f"{database}.{name}", target_bytes=max(1, int(target_mb * MIB)), memory=budget
     )
     if state.json:
         render.emit_json([asdict(r) for r in results])

@@ -76,7 +76,7 @@ def create(
     tenant_arg(tenant)
     database, name = table_arg(table)
     schema = parse_schema(column, key)
-    record = state.store().create_table(tenant, database, name, schema)
+    record = state.store().create_table(tenant, f"{database}.{name}", schema)
     if state.json:
         render.emit_json(render.table_json(record))
     else:
@@ -115,7 +115,7 @@ def drop(ctx: typer.Context, tenant: Tenant, table: TableRef) -> None:
     tenant_arg(tenant)
     database, name = table_arg(table)
     store = state.store()
-    record = store.drop_table(tenant, database, name)
+    record = store.drop_table(tenant, f"{database}.{name}")
     guard = store.protection(tenant)
     retained = guard.oldest < guard.current_from  # a snapshot or the PITR window reaches back
     if state.json:
@@ -237,7 +237,7 @@ def alter(
     dropped = [column_name(c.strip()) for c in drop or []]
     if not columns and not dropped:
         raise InvalidArgument(f"nothing to alter in {table}: give --add NAME:TYPE or --drop NAME")
-    record = state.store().alter_table(tenant, database, name, add=columns, drop=dropped)
+    record = state.store().alter_table(tenant, f"{database}.{name}", add=columns, drop=dropped)
     if state.json:
         render.emit_json(
             {

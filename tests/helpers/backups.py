@@ -117,45 +117,42 @@ def build_source(store: TableStore, name: str = "acme", *, compact: bool = True)
     """The tenant described in the module docstring."""
     store.create_tenant(name)
     for table, schema in (("items", ITEMS), ("orders", ORDERS), ("empty", EMPTY), ("gone", GONE)):
-        store.create_table(name, DB, table, schema)
-    store.write(name, DB, "items", upserts=items(range(30)))
+        store.create_table(name, f"{DB}.{table}", schema)
+    store.write(name, f"{DB}.items", upserts=items(range(30)))
     store.write(
         name,
-        DB,
-        "orders",
+        f"{DB}.orders",
         upserts=orders([(1, "eu", 10), (1, "us", 11), (2, "eu", -5), (3, "us", 2**31 - 1)]),
     )
-    store.write(name, DB, "gone", upserts=pa.table({"id": pa.array([7, 8], pa.int64())}))
+    store.write(name, f"{DB}.gone", upserts=pa.table({"id": pa.array([7, 8], pa.int64())}))
     sun = store.create_snapshot(name, "sun").ts
     store.write(
         name,
-        DB,
-        "items",
+        f"{DB}.items",
         upserts=items([3, 6], lambda i: "three" if i == 3 else None),
         deletes=item_keys([4, 5]),
     )
-    store.write(name, DB, "items", upserts=items(range(30, 40)))
+    store.write(name, f"{DB}.items", upserts=items(range(30, 40)))
     store.write(
         name,
-        DB,
-        "orders",
+        f"{DB}.orders",
         upserts=orders([(1, "eu", 12), (4, "eu", 0)]),
         deletes=order_keys([(1, "us")]),
     )
     mon = store.create_snapshot(name, "mon").ts
     # After S: more history that no restore to S may show.
     store.write(
-        name, DB, "items", upserts=items([11], lambda i: "after"), deletes=item_keys([0, 1])
+        name, f"{DB}.items", upserts=items([11], lambda i: "after"), deletes=item_keys([0, 1])
     )
-    store.write(name, DB, "orders", deletes=order_keys([(2, "eu")]))
+    store.write(name, f"{DB}.orders", deletes=order_keys([(2, "eu")]))
     if compact:
         # Merges objects written before and after S: they straddle "mon".
-        store.compact(name, DB, "items")
-        store.compact(name, DB, "orders")
-    store.alter_table(name, DB, "items", add=[Column("note", "string")])
-    store.drop_table(name, DB, "gone")
-    store.create_table(name, DB, "later", GONE)
-    store.write(name, DB, "later", upserts=pa.table({"id": pa.array([1], pa.int64())}))
+        store.compact(name, f"{DB}.items")
+        store.compact(name, f"{DB}.orders")
+    store.alter_table(name, f"{DB}.items", add=[Column("note", "string")])
+    store.drop_table(name, f"{DB}.gone")
+    store.create_table(name, f"{DB}.later", GONE)
+    store.write(name, f"{DB}.later", upserts=pa.table({"id": pa.array([1], pa.int64())}))
     return Source(name, sun, mon, reads(store, name))
 
 

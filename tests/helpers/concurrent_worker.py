@@ -45,12 +45,12 @@ def load(store: TableStore, tenant: str, seed: int, commits: int) -> None:
             {"id": pa.array(ups, pa.int64()), "v": [f"{tenant}-{n}-{k}" for k in ups]}
         )
         deletes = pa.table({"id": pa.array(dels, pa.int64())}) if dels else None
-        store.write(tenant, DB, TABLE, upserts=upserts, deletes=deletes)
+        store.write(tenant, f"{DB}.{TABLE}", upserts=upserts, deletes=deletes)
         print(json.dumps({"upserts": [[k, f"{tenant}-{n}-{k}"] for k in ups], "deletes": dels}))
         sys.stdout.flush()
         if n % 7 == 6:
             try:
-                store.compact(tenant, DB, TABLE)
+                store.compact(tenant, f"{DB}.{TABLE}")
             except ConcurrentModification:
                 # GC's own compaction of this table won the race: the loser
                 # changed nothing (its swap is compare-and-set), as documented.

@@ -100,7 +100,7 @@ def compact(job: dict[str, object]) -> None:
     store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))
     memory = int(job["memory"])  # type: ignore[call-overload]
     baseline = start_measuring()
-    [result] = store.compact("acme", "db", "t", full=True, memory=memory)
+    [result] = store.compact("acme", "db.t", full=True, memory=memory)
     peak = status_kib("VmHWM")
     import pyarrow as pa  # loaded by now (tenants.store), after the allocator's setting
 
@@ -123,10 +123,10 @@ def load(job: dict[str, object]) -> None:
     from tenants.store import TableStore
 
     store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))
-    target = store.plan_read("acme", "db", "t").table.schema.arrow()
-    store.load("acme", "db", "warm", read_batches(Path(str(job["warm"])), target))
+    target = store.plan_read("acme", "db.t").table.schema.arrow()
+    store.load("acme", "db.warm", read_batches(Path(str(job["warm"])), target))
     baseline = start_measuring()
-    result = store.load("acme", "db", "t", read_batches(Path(str(job["csv"])), target))
+    result = store.load("acme", "db.t", read_batches(Path(str(job["csv"])), target))
     peak = status_kib("VmHWM")
     print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": result.upserted}))
 

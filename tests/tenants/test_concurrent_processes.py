@@ -33,7 +33,7 @@ RESTORE_ROUNDS = 2
 
 
 def contents(store: TableStore, tenant: str, as_of: str | None = None) -> dict[int, str]:
-    table = store.read(tenant, "db", "items", as_of)
+    table = store.read(tenant, "db.items", as_of)
     return dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
 
 
@@ -57,12 +57,12 @@ def test_four_loaders_a_restore_and_gc_at_once_lose_nothing(
     try:
         for tenant in (*LOADERS, "r"):
             store.create_tenant(tenant)
-            store.create_table(tenant, "db", "items", SCHEMA)
+            store.create_table(tenant, "db.items", SCHEMA)
         ids = pa.array(range(20), pa.int64())
-        store.write("r", "db", "items", upserts=pa.table({"id": ids, "v": ["before"] * 20}))
+        store.write("r", "db.items", upserts=pa.table({"id": ids, "v": ["before"] * 20}))
         store.create_snapshot("r", "s")
-        store.write("r", "db", "items", upserts=pa.table({"id": ids[:5], "v": ["after"] * 5}))
-        store.compact("r", "db", "items")  # an object straddling "s": the restore rewrites it
+        store.write("r", "db.items", upserts=pa.table({"id": ids[:5], "v": ["after"] * 5}))
+        store.compact("r", "db.items")  # an object straddling "s": the restore rewrites it
         expected_r = contents(store, "r", "s")
     finally:
         store.close()

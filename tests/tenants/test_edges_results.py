@@ -71,7 +71,7 @@ def at(clock: Any) -> Minutes:
 
 
 def items(store: TableStore, tenant: str, as_of: int | str | None = None) -> list[tuple[int, str]]:
-    return pairs(store.read(tenant, "db", "items", as_of))
+    return pairs(store.read(tenant, "db.items", as_of))
 
 
 def everything(store: TableStore, tenant: str) -> dict[str, Any]:
@@ -116,17 +116,14 @@ def test_float_keys_minus_zero_is_zero_so_reads_and_restores_equal_the_oracle(
     tenant = unique("fk")
     at(0)
     store.create_tenant(tenant)
-    store.create_table(
-        tenant, "db", "t", TableSchema.of([("k", type_name), ("v", "string")], ["k"])
-    )
+    store.create_table(tenant, "db.t", TableSchema.of([("k", type_name), ("v", "string")], ["k"]))
     oracle = Oracle()
     oracle.create_table("t", ["k"])
 
     def write(upserts: Sequence[tuple[float, str]] = (), deletes: Sequence[float] = ()) -> int:
         result = store.write(
             tenant,
-            "db",
-            "t",
+            "db.t",
             upserts=float_rows(arrow_type, *upserts) if upserts else None,
             deletes=float_keys(arrow_type, *deletes) if deletes else None,
         )
@@ -158,25 +155,25 @@ def test_float_keys_minus_zero_is_zero_so_reads_and_restores_equal_the_oracle(
     before = everything(store, tenant)
     at(8)
     with pytest.raises(KeyViolation, match="duplicate key"):
-        store.write(tenant, "db", "t", upserts=float_rows(arrow_type, (-0.0, "x"), (0.0, "y")))
+        store.write(tenant, "db.t", upserts=float_rows(arrow_type, (-0.0, "x"), (0.0, "y")))
     assert everything(store, tenant) == before
 
     now = store.now()
     points: list[tuple[str | int, int]] = [("s1", s1), ("s2", s2), ("s3", s3), (now, now)]
     for point, ts in points:
-        got = store.read(tenant, "db", "t", point)
+        got = store.read(tenant, "db.t", point)
         assert got.to_pylist() == oracle.read("t", ts), point
         assert_zero_keys_positive(got)
     for name, ts in [("s1", s1), ("s2", s2), ("s3", s3)]:
         clone = unique("fkc")
         outcome = restore_tenant(store, tenant, name, to=clone, executor="local", verify="full")
         assert outcome.plan.totals()["rewrite"][0] >= 1  # the straddler was rewritten
-        got = store.read(clone, "db", "t")
+        got = store.read(clone, "db.t")
         assert got.to_pylist() == oracle.read("t", ts), name
         assert_zero_keys_positive(got)
     at(9)
     restore_tenant(store, tenant, "s2", executor="local", verify="full")  # in place
-    assert store.read(tenant, "db", "t").to_pylist() == oracle.read("t", s2)
+    assert store.read(tenant, "db.t").to_pylist() == oracle.read("t", s2)
 
 
 @pytest.mark.parametrize("type_name", sorted(FLOAT_TYPES))
@@ -187,17 +184,14 @@ def test_nan_key_is_refused_on_every_write_path_and_nothing_changes(
     tenant = unique("nan")
     at(0)
     store.create_tenant(tenant)
-    store.create_table(
-        tenant, "db", "t", TableSchema.of([("k", type_name), ("v", "string")], ["k"])
-    )
+    store.create_table(tenant, "db.t", TableSchema.of([("k", type_name), ("v", "string")], ["k"]))
     composite = TableSchema.of([("id", "int64"), ("k", type_name), ("v", "string")], ["id", "k"])
-    store.create_table(tenant, "db", "c", composite)
+    store.create_table(tenant, "db.c", composite)
     at(1)
-    store.write(tenant, "db", "t", upserts=float_rows(arrow_type, (1.0, "a"), (-0.0, "z")))
+    store.write(tenant, "db.t", upserts=float_rows(arrow_type, (1.0, "a"), (-0.0, "z")))
     store.write(
         tenant,
-        "db",
-        "c",
+        "db.c",
         upserts=pa.table({"id": [1], "k": pa.array([2.0], arrow_type), "v": ["c"]}),
     )
     before = everything(store, tenant)
@@ -227,13 +221,13 @@ def test_nan_key_is_refused_on_every_write_path_and_nothing_changes(
             match=rf"{what} for tenant '{tenant}' table db\.{table} have NaN in float key "
             r"column 'k' \(row \d\); NaN equals nothing",
         ):
-            store.write(tenant, "db", table, **batch)
+            store.write(tenant, f"db.{table}", **batch)
         assert everything(store, tenant) == before
     assert items_of(store, tenant) == [(-0.0, "z"), (1.0, "a")]
 
 
 def items_of(store: TableStore, tenant: str) -> list[tuple[float, str]]:
-    table = store.read(tenant, "db", "t")
+    table = store.read(tenant, "db.t")
     return list(zip(table.column("k").to_pylist(), table.column("v").to_pylist(), strict=True))
 
 
@@ -267,7 +261,7 @@ def test_cli_load_and_delete_refuse_nan_keys_with_one_line_and_store_minus_zero_
     good.write_text("k,v\n-0.0,zero\n1.5,b\n")
     ok(rewind("load", "acme", "db.t", good))
     assert items_of(cli_store, "acme") == [(0.0, "zero"), (1.5, "b")]
-    assert_zero_keys_positive(cli_store.read("acme", "db", "t"))
+    assert_zero_keys_positive(cli_store.read("acme", "db.t"))
     before = everything(cli_store, "acme")
     bad_rows = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"k": [2.5, float("nan")], "v": ["c", "d"]}), bad_rows)
@@ -299,17 +293,17 @@ def three_holders(store: TableStore, at: Minutes) -> dict[str, Any]:
     acme = unique("acme")
     at(0)
     store.create_tenant(acme)
-    store.create_table(acme, "db", "items", SCHEMA)
+    store.create_table(acme, "db.items", SCHEMA)
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     at(2)
     mon = store.create_snapshot(acme, "mon")
     at(3)
-    store.write(acme, "db", "items", upserts=rows((2, "b")))
+    store.write(acme, "db.items", upserts=rows((2, "b")))
     at(4)
     tue = store.create_snapshot(acme, "tue")
     at(5)
-    store.write(acme, "db", "items", upserts=rows((3, "c")), deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((3, "c")), deletes=keys(1))
     at(6)
     wed = store.create_snapshot(acme, "wed")
     store.compact(acme)
@@ -318,7 +312,7 @@ def three_holders(store: TableStore, at: Minutes) -> dict[str, Any]:
     restore_tenant(store, acme, "tue", executor="local")
     b = store.tenant(acme)
     at(11)
-    store.write(acme, "db", "items", upserts=rows((4, "d")))
+    store.write(acme, "db.items", upserts=rows((4, "d")))
     at(12)
     thu = store.create_snapshot(acme, "thu")
     at(20)
@@ -403,22 +397,22 @@ def test_a_clone_never_resolves_names_or_times_its_source_creates_after_the_cut(
     acme, copy = unique("acme"), unique("copy")
     at(0)
     store.create_tenant(acme)
-    store.create_table(acme, "db", "items", SCHEMA)
+    store.create_table(acme, "db.items", SCHEMA)
     store.set_pitr(acme, 30 * D)
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     at(2)
-    store.write(acme, "db", "items", upserts=rows((2, "b")))
+    store.write(acme, "db.items", upserts=rows((2, "b")))
     at(3)
     mon = store.create_snapshot(acme, "mon")
     at(4)
-    store.write(acme, "db", "items", upserts=rows((3, "c")))
+    store.write(acme, "db.items", upserts=rows((3, "c")))
     at(10)
     restore_tenant(store, acme, "mon", to=copy, executor="local")
     clone = store.tenant(copy)
     # The source goes on: a later snapshot, a back-dated one (ts before the cut), a restore.
     at(11)
-    store.write(acme, "db", "items", upserts=rows((9, "later")), deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((9, "later")), deletes=keys(1))
     at(12)
     tue = store.create_snapshot(acme, "tue")
     at(13)
@@ -490,11 +484,11 @@ def test_date_and_timestamp_defaults_round_trip_through_every_restore_and_backup
     acme = unique("acme")
     at(0)
     store.create_tenant(acme)
-    store.create_table(acme, "db", "items", SCHEMA)
+    store.create_table(acme, "db.items", SCHEMA)
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "old")))
+    store.write(acme, "db.items", upserts=rows((1, "old")))
     at(2)
-    altered = store.alter_table(acme, "db", "items", add=DEFAULT_COLUMNS)
+    altered = store.alter_table(acme, "db.items", add=DEFAULT_COLUMNS)
     defaults = {c.name: c.default for c in altered.schema.columns if c.default is not None}
     assert defaults["tp"] == dt.datetime(2026, 7, 1, 7, 30, 0, 250000, tzinfo=dt.UTC)
     assert str(defaults["tn"]) == "2026-01-05 10:00:00.123456789"
@@ -508,13 +502,11 @@ def test_date_and_timestamp_defaults_round_trip_through_every_restore_and_backup
         "tn": None,
         "amount": decimal.Decimal("1.00"),
     }
-    store.write(
-        acme, "db", "items", upserts=pa.Table.from_pylist([new_row], altered.schema.arrow())
-    )
+    store.write(acme, "db.items", upserts=pa.Table.from_pylist([new_row], altered.schema.arrow()))
     at(4)
     store.create_snapshot(acme, "mon")
     expected_rows = [{"id": 1, "v": "old", **defaults}, new_row]
-    assert store.read(acme, "db", "items").to_pylist() == expected_rows
+    assert store.read(acme, "db.items").to_pylist() == expected_rows
     expected_ddl = ddl(store, acme)
     [version] = catalog_rows(
         store,
@@ -524,7 +516,7 @@ def test_date_and_timestamp_defaults_round_trip_through_every_restore_and_backup
     assert stored_defaults(version["columns_json"]) == DEFAULT_JSON  # lossless text
 
     def check(tenant: str) -> None:
-        assert store.read(tenant, "db", "items").to_pylist() == expected_rows, tenant
+        assert store.read(tenant, "db.items").to_pylist() == expected_rows, tenant
         [(columns, key, _)] = ddl(store, tenant).values()
         [(want_columns, want_key, _)] = expected_ddl.values()
         assert (columns, key) == (want_columns, want_key), tenant
@@ -575,12 +567,12 @@ def test_a_temporal_default_not_of_the_columns_type_is_refused_and_changes_nothi
     acme = unique("acme")
     at(0)
     store.create_tenant(acme)
-    store.create_table(acme, "db", "items", SCHEMA)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.create_table(acme, "db.items", SCHEMA)
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     before = (ddl(store, acme), everything(store, acme))
     at(1)
     with pytest.raises(SchemaMismatch, match=rf"default .* of column '{column.name}' .*{why}"):
-        store.alter_table(acme, "db", "items", add=[column])
+        store.alter_table(acme, "db.items", add=[column])
     assert (ddl(store, acme), everything(store, acme)) == before
 
 
@@ -615,7 +607,7 @@ def test_cli_alter_add_takes_iso_defaults_and_ddl_shows_them(
         "amount": "12.50",
     }
     assert "2026-01-05T09:00:00.000000Z" in ok(rewind("ddl", "acme")).stdout
-    assert cli_store.read("acme", "db", "t").to_pylist() == [
+    assert cli_store.read("acme", "db.t").to_pylist() == [
         {
             "id": 1,
             "d": dt.date(2026, 1, 5),

@@ -236,7 +236,9 @@ class Harness:
             # the tables exist protects every time this history will produce.
             self.store.set_pitr(tenant, PITR_WINDOW_US)
         for index, spec in enumerate(TABLES):
-            record = self.store.create_table(spec.tenant, spec.database, spec.name, spec.schema)
+            record = self.store.create_table(
+                spec.tenant, f"{spec.database}.{spec.name}", spec.schema
+            )
             self.created[index] = record.created_ts
             self.stamps.append(record.created_ts)
             self.oracle.create_table(spec.model_name, spec.schema.primary_key)
@@ -252,8 +254,7 @@ class Harness:
             keys = [n for n in order if n in spec.schema.primary_key]
             result = self.store.write(
                 spec.tenant,
-                spec.database,
-                spec.name,
+                f"{spec.database}.{spec.name}",
                 upserts=_batch(spec, op.upserts, order, op.typed) if op.upserts else None,
                 deletes=_batch(spec, op.deletes, keys, op.typed) if op.deletes else None,
             )
@@ -265,10 +266,10 @@ class Harness:
         spec = TABLES[op.table]
         options: dict[str, Any] = {"target_bytes": op.target_bytes, "full": op.full}
         if op.scope == "table":
-            self.store.compact(spec.tenant, spec.database, spec.name, **options)
+            self.store.compact(spec.tenant, f"{spec.database}.{spec.name}", **options)
             touched = [op.table]
         elif op.scope == "database":
-            self.store.compact(spec.tenant, spec.database, **options)
+            self.store.compact(spec.tenant, f"{spec.database}.*", **options)
             touched = [
                 i
                 for i, t in enumerate(TABLES)
@@ -300,7 +301,7 @@ class Harness:
         # A time may be named as a ts, a ts in text or an ISO-8601 instant.
         forms: list[int | str] = [as_of, str(as_of), format_ts(as_of)]
         named = forms[as_of % 3]
-        got = self.store.read(spec.tenant, spec.database, spec.name, named, reader=reader)
+        got = self.store.read(spec.tenant, f"{spec.database}.{spec.name}", named, reader=reader)
         assert got.schema == spec.schema.arrow(), (reader, as_of)
         expected = self.oracle.read(spec.model_name, as_of)
         assert got.to_pylist() == expected, f"{reader} read of {spec.model_name} at ts {as_of}"
@@ -425,29 +426,25 @@ def test_known_history_of_one_key_reads_as_expected_at_every_ts(
     with harness(s3_server, new_catalog_uri()) as h:
         ts_insert = h.store.write(
             "acme",
-            "shop",
-            "orders",
+            "shop.orders",
             upserts=pa.Table.from_pylist(
                 [_orders(1, "eu", 1.0), steady], schema=ORDERS_SCHEMA.arrow()
             ),
         ).ts
         ts_update = h.store.write(
             "acme",
-            "shop",
-            "orders",
+            "shop.orders",
             upserts=pa.Table.from_pylist([_orders(1, "eu", 2.0)], schema=ORDERS_SCHEMA.arrow()),
             deletes=pa.Table.from_pylist([key], schema=ORDERS_SCHEMA.key_arrow()),
         ).ts
         ts_delete = h.store.write(
             "acme",
-            "shop",
-            "orders",
+            "shop.orders",
             deletes=pa.Table.from_pylist([key], schema=ORDERS_SCHEMA.key_arrow()),
         ).ts
         ts_reinsert = h.store.write(
             "acme",
-            "shop",
-            "orders",
+            "shop.orders",
             upserts=pa.Table.from_pylist(
                 [_orders(1, "eu", None, qty=3)], schema=ORDERS_SCHEMA.arrow()
             ),
@@ -466,18 +463,18 @@ def test_known_history_of_one_key_reads_as_expected_at_every_ts(
         def check_all(readers: tuple[Literal["local", "spark"], ...]) -> None:
             for as_of, rows in expected.items():
                 for reader in readers:
-                    got = h.store.read("acme", "shop", "orders", as_of, reader=reader).to_pylist()
+                    got = h.store.read("acme", "shop.orders", as_of, reader=reader).to_pylist()
                     assert got == rows, f"{reader} read at {as_of}"
 
         check_all(("local",))
         assert len(h.store.objects_of("acme")) == 5  # 3 data objects, 2 tombstone objects
-        h.store.compact("acme", "shop", "orders", target_bytes=1)
+        h.store.compact("acme", "shop.orders", target_bytes=1)
         objects = h.store.objects_of("acme")
         # One row per object at a 1-byte target: 4 data versions and 2 tombstones.
         assert sorted(r.kind for _, r in objects) == ["data"] * 4 + ["tomb"] * 2
         assert all(r.sorted and r.rows == 1 for _, r in objects)
         check_all(("local", "spark"))
-        assert h.store.read("acme", "shop", "orders").to_pylist() == expected[ts_reinsert]
+        assert h.store.read("acme", "shop.orders").to_pylist() == expected[ts_reinsert]
 
 
 @pytest.mark.parametrize("reader", ["local", "spark"])
@@ -490,19 +487,18 @@ def test_read_at_a_ts_with_only_tombstones_is_empty(
     """A first commit that deletes an absent key leaves the table empty at that ts."""
     with harness(s3_server, new_catalog_uri()) as h:
         ts_delete = h.store.write(
-            "acme", "shop", "items", deletes=pa.table({"sku": pa.array([3], pa.int64())})
+            "acme", "shop.items", deletes=pa.table({"sku": pa.array([3], pa.int64())})
         ).ts
         ts_insert = h.store.write(
             "acme",
-            "shop",
-            "items",
+            "shop.items",
             upserts=pa.Table.from_pylist(
                 [{"sku": 3, "name": "x", "raw": None, "weight": None, "rank": None}],
                 schema=ITEMS_SCHEMA.arrow(),
             ),
         ).ts
-        assert h.store.read("acme", "shop", "items", ts_delete, reader=reader).to_pylist() == []
-        assert h.store.read("acme", "shop", "items", ts_insert, reader=reader).num_rows == 1
+        assert h.store.read("acme", "shop.items", ts_delete, reader=reader).to_pylist() == []
+        assert h.store.read("acme", "shop.items", ts_insert, reader=reader).num_rows == 1
 
 
 ALL_TYPES: list[tuple[str, list[Any]]] = [
@@ -537,10 +533,8 @@ def test_every_supported_column_type_round_trips_through_each_reader(
         for row in range(2)
     ]
     with harness(s3_server, new_catalog_uri()) as h:
-        h.store.create_table("acme", "types", "t", schema)
-        h.store.write(
-            "acme", "types", "t", upserts=pa.Table.from_pylist(rows, schema=schema.arrow())
-        )
-        got = h.store.read("acme", "types", "t", reader=reader)
+        h.store.create_table("acme", "types.t", schema)
+        h.store.write("acme", "types.t", upserts=pa.Table.from_pylist(rows, schema=schema.arrow()))
+        got = h.store.read("acme", "types.t", reader=reader)
         assert got.schema == schema.arrow()
         assert got.to_pylist() == rows

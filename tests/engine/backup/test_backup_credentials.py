@@ -28,8 +28,8 @@ def test_a_backup_destination_uses_its_own_profile_and_endpoint(
     store: TableStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
-    store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    store.create_table("acme", "db.t", SCHEMA)
+    store.write("acme", "db.t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
     store.create_snapshot("acme", "mon")
     with authenticating_moto(tmp_path / "moto") as other:
         keys = other.temporary_credentials()
@@ -54,7 +54,7 @@ def test_a_backup_destination_uses_its_own_profile_and_endpoint(
         made = create_backup(store, "acme", "mon", uri, kind=kind)
         assert [b.backup_id for b in backups(uri) if b.complete] == [made.backup_id]
         tenant, _ = restore_backup(store, uri, made.backup_id, tenant="acme_back")
-        assert store.read(tenant.name, "db", "t").to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
+        assert store.read(tenant.name, "db.t").to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
 
         monkeypatch.setenv("REWIND_BACKUP_AWS_PROFILE", "nobody")
         with pytest.raises(InvalidArgument, match="AWS profile 'nobody' is not in the AWS config"):

@@ -113,7 +113,7 @@ def check_restored(store: TableStore, name: str, kind: str, source_schema: dict[
         assert reads(store, name, "sun") == AT_SUN
         assert reads(store, name, "mon") == AT_MON
     # The restored tenant takes writes.
-    store.write(name, DB, "items", upserts=items([1000]))
+    store.write(name, f"{DB}.items", upserts=items([1000]))
     assert reads(store, name)["shop.items"][-1] == {"id": 1000, "v": "v1000"}
 
 
@@ -132,7 +132,7 @@ def test_backup_restores_exactly_after_every_key_of_the_source_bucket_is_deleted
     with pytest.raises(
         ObjectMissing, match=rf"object s3://{re.escape(bucket)}/\S+\.parquet is missing"
     ):
-        store.read("acme", DB, "items")  # the source is really gone
+        store.read("acme", f"{DB}.items")  # the source is really gone
 
     tenant, _ = restore_backup(store, uri, result.backup_id, tenant="back")
 
@@ -193,8 +193,8 @@ def test_incremental_physical_backup_copies_exactly_the_new_objects(
     assert first.copied_objects == len(stored_first) == first.objects
     assert first.copied_bytes == sum(stored_first.values())
     in_first = set(read_physical_manifest(dest, first.backup_id)["objects"])
-    store.write("acme", DB, "items", upserts=items_now([500, 501]))
-    store.write("acme", DB, "later", deletes=items([1]).select(["id"]))
+    store.write("acme", f"{DB}.items", upserts=items_now([500, 501]))
+    store.write("acme", f"{DB}.later", deletes=items([1]).select(["id"]))
     store.create_snapshot("acme", "tue")
     # Every object of acme: live at tue, or (shop.gone, dropped after mon) needed by the
     # carried snapshots sun and mon; no compaction ran, so none was replaced.
@@ -269,8 +269,8 @@ def test_delete_keeps_objects_another_backup_uses_and_removes_the_rest(
 ) -> None:
     build_source(store, compact=False)
     first = create_backup(store, "acme", "mon", uri, kind="physical")
-    store.write("acme", DB, "items", upserts=items_now([500]))
-    store.compact("acme", DB, "items")  # replaces items' objects: only the first backup has them
+    store.write("acme", f"{DB}.items", upserts=items_now([500]))
+    store.compact("acme", f"{DB}.items")  # replaces items' objects: only the first backup has them
     store.create_snapshot("acme", "tue")
     second = create_backup(store, "acme", "tue", uri, kind="physical")
     logical = create_backup(store, "acme", "tue", uri, kind="logical")

@@ -110,11 +110,11 @@ def seed(catalog: str, warehouse: str, s3: EmbeddedS3 | None) -> None:
     store = TableStore.open(catalog, warehouse, s3=s3.settings if s3 else None)
     try:
         store.create_tenant("acme")
-        store.create_table("acme", "shop", "items", SCHEMA)
-        store.write("acme", "shop", "items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
+        store.create_table("acme", "shop.items", SCHEMA)
+        store.write("acme", "shop.items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
         store.create_snapshot("acme", "mon")
-        store.write("acme", "shop", "items", upserts=rows((2, "B"), (4, "d")))
-        store.write("acme", "shop", "items", deletes=keys(1))
+        store.write("acme", "shop.items", upserts=rows((2, "B"), (4, "d")))
+        store.write("acme", "shop.items", deletes=keys(1))
         store.create_snapshot("acme", "tue")
     finally:
         store.close()

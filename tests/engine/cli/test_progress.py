@@ -83,7 +83,7 @@ def test_compaction_reports_each_merge(store: TableStore):
     build_source(store, compact=False)
     seen = Recorder()
     with watching(seen):
-        store.compact("acme", "shop", "items")
+        store.compact("acme", "shop.items")
     merges = seen.named("compacting shop.items")
     assert_whole(merges)
     assert "objects)" in merges[0].what

@@ -99,20 +99,20 @@ def compacted(store: TableStore, tenant: str = "acme") -> None:
     disjoint objects; then, before snapshot ``mon``, an update of keys 5 and 6
     and a delete of key 7 (one object's range); then more writes and ``tue``."""
     store.create_tenant(tenant)
-    store.create_table(tenant, "shop", "orders", ORDERS)
+    store.create_table(tenant, "shop.orders", ORDERS)
     for start in range(0, 300, 50):
-        store.write(tenant, "shop", "orders", upserts=orders(range(start, start + 50)))
+        store.write(tenant, "shop.orders", upserts=orders(range(start, start + 50)))
     store.compact(tenant, full=True, target_bytes=1_800)
-    store.write(tenant, "shop", "orders", upserts=orders([5, 6], qty=9))
-    store.write(tenant, "shop", "orders", deletes=keys([7]))
+    store.write(tenant, "shop.orders", upserts=orders([5, 6], qty=9))
+    store.write(tenant, "shop.orders", deletes=keys([7]))
     store.create_snapshot(tenant, "mon")
-    store.write(tenant, "shop", "orders", upserts=orders([400, 401], qty=4, region="us"))
-    store.write(tenant, "shop", "orders", deletes=keys([100]))
+    store.write(tenant, "shop.orders", upserts=orders([400, 401], qty=4, region="us"))
+    store.write(tenant, "shop.orders", deletes=keys([100]))
     store.create_snapshot(tenant, "tue")
 
 
 def rows_at(store: TableStore, snapshot: str, tenant: str = "acme") -> list[dict[str, Any]]:
-    return store.read(tenant, "shop", "orders", as_of=snapshot).to_pylist()
+    return store.read(tenant, "shop.orders", as_of=snapshot).to_pylist()
 
 
 def listing(objects: ObjectStore) -> dict[str, int]:
@@ -167,7 +167,7 @@ def test_a_parquet_export_to_another_bucket_holds_every_table_of_the_tenant(
     store: TableStore, s3_server: EmbeddedS3, lake: str
 ) -> None:
     compacted(store)
-    store.create_table("acme", "crm", "people", TableSchema.of([("id", "int64")], ["id"]))
+    store.create_table("acme", "crm.people", TableSchema.of([("id", "int64")], ["id"]))
     store.create_snapshot("acme", "wed")
     result = export_tables(store, "acme", "*", "wed", lake)
     assert [t.table for t in result.tables] == ["crm.people", "shop.orders"]
@@ -266,7 +266,7 @@ def test_zero_copy_copies_the_wholly_visible_objects_inside_s3_and_rewrites_only
     (byte for byte: its sha256 is the object's); the touched one and the
     commits on it are rewritten into one file. The table reads back exactly."""
     compacted(store)
-    plan = store.plan_read("acme", "shop", "orders", "mon")
+    plan = store.plan_read("acme", "shop.orders", "mon")
     split = wholly_visible(store.objects, plan)
     rest = sorted(o.min_pk for o in split.rest.objects)
     # The compacted object holding keys 5 to 7, the update of 5 and 6, the delete of 7.
@@ -317,14 +317,13 @@ def test_schema_changes_between_exports_follow_in_iceberg_and_old_snapshots_keep
     export_tables(
         store, "acme", "shop.orders", "mon", lake, format="iceberg", iceberg_catalog=iceberg_catalog
     )
-    store.alter_table("acme", "shop", "orders", add=[Column("paid", "bool")], drop=["note"])
+    store.alter_table("acme", "shop.orders", add=[Column("paid", "bool")], drop=["note"])
     store.write(
         "acme",
-        "shop",
-        "orders",
+        "shop.orders",
         upserts=pa.Table.from_pylist(
             [{"id": 1, "region": "eu", "qty": 3, "paid": True}],
-            schema=store.plan_read("acme", "shop", "orders").table.schema.arrow(),
+            schema=store.plan_read("acme", "shop.orders").table.schema.arrow(),
         ),
     )
     store.create_snapshot("acme", "wed")
@@ -380,11 +379,11 @@ def test_each_bad_request_is_refused_with_the_destination_untouched(
     )
     # Another tenant's export there: refused unless replace.
     store.create_tenant("zeta")
-    store.create_table("zeta", "shop", "orders", ORDERS)
+    store.create_table("zeta", "shop.orders", ORDERS)
     store.create_snapshot("zeta", "mon")
     refused(AlreadyExists, "of tenant 'acme'.*--replace", "zeta", "shop.orders", "mon", lake)
     # The export lacks a table the destination's has.
-    store.create_table("acme", "crm", "people", TableSchema.of([("id", "int64")], ["id"]))
+    store.create_table("acme", "crm.people", TableSchema.of([("id", "int64")], ["id"]))
     store.create_snapshot("acme", "wed")
     export_tables(store, "acme", "*", "wed", lake)
     before = listing(dest)
@@ -466,7 +465,7 @@ def test_an_iceberg_table_that_is_not_an_earlier_export_is_refused_unless_replac
         ]
         # Now it is an export of acme/shop.orders: another tenant's is refused.
         store.create_tenant("zeta")
-        store.create_table("zeta", "shop", "orders", ORDERS)
+        store.create_table("zeta", "shop.orders", ORDERS)
         store.create_snapshot("zeta", "mon")
         with pytest.raises(AlreadyExists, match="holds acme/shop.orders"):
             export_tables(
@@ -569,7 +568,7 @@ def test_an_iceberg_export_that_fails_or_loses_a_race_leaves_the_table_and_its_f
         store, "acme", "shop.orders", "mon", lake, format="iceberg", iceberg_catalog=iceberg_catalog
     )
     dest = open_object_store(lake, s3_server.settings)
-    store.write("acme", "shop", "orders", upserts=orders(range(500, 520)))
+    store.write("acme", "shop.orders", upserts=orders(range(500, 520)))
     store.compact("acme", full=True, target_bytes=1_800)  # new objects: copies to make
     store.create_snapshot("acme", "wed")
     real = iceberg.open_target
@@ -703,12 +702,12 @@ def test_types_iceberg_stores_otherwise_are_rewritten_and_nanoseconds_refused(
     values; nanoseconds would be cut, so they are refused before anything is written."""
     odd = TableSchema.of([("id", "int16"), ("at", "timestamp[ms, tz=UTC]")], ["id"])
     store.create_tenant("acme")
-    store.create_table("acme", "shop", "odd", odd)
+    store.create_table("acme", "shop.odd", odd)
     rows = pa.Table.from_pylist(
         [{"id": 1, "at": 1_700_000_000_123}, {"id": 2, "at": None}], schema=odd.arrow()
     )
-    store.write("acme", "shop", "odd", upserts=rows)
-    store.create_table("acme", "shop", "fine", TableSchema.of([("t", "timestamp[ns]")], ["t"]))
+    store.write("acme", "shop.odd", upserts=rows)
+    store.create_table("acme", "shop.fine", TableSchema.of([("t", "timestamp[ns]")], ["t"]))
     store.create_snapshot("acme", "mon")
     result = export_tables(
         store, "acme", "shop.odd", "mon", lake, format="iceberg", iceberg_catalog=iceberg_catalog

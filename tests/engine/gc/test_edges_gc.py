@@ -58,11 +58,9 @@ D = US["d"]
 def seed(store: TableStore, name: str, *, batches: int = 3) -> None:
     """A tenant with one table ``db.items`` and ``batches`` commits (one object each)."""
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     for b in range(batches):
-        store.write(
-            name, "db", "items", upserts=rows(*[(b * 10 + i, f"v{b}-{i}") for i in range(5)])
-        )
+        store.write(name, "db.items", upserts=rows(*[(b * 10 + i, f"v{b}-{i}") for i in range(5)]))
 
 
 def table_of(store: TableStore, name: str) -> tuple[str, str]:
@@ -589,7 +587,7 @@ def reclaimable_world(store: TableStore) -> str:
     one object of ``bad`` damaged. Returns its key."""
     for name in ("bad", "good"):
         seed(store, name)
-        store.write(name, "db", "items", upserts=rows(*[(i, "again") for i in range(5)]))
+        store.write(name, "db.items", upserts=rows(*[(i, "again") for i in range(5)]))
     return sorted(keys_of(store, "bad"))[0]
 
 

@@ -77,11 +77,9 @@ def short_gc(store: TableStore, **kwargs: Any) -> Any:
 def seed(store: TableStore, name: str, *, batches: int = 3) -> None:
     """A tenant with one table ``db.items`` and ``batches`` commits (one object each)."""
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     for b in range(batches):
-        store.write(
-            name, "db", "items", upserts=rows(*[(b * 10 + i, f"v{b}-{i}") for i in range(5)])
-        )
+        store.write(name, "db.items", upserts=rows(*[(b * 10 + i, f"v{b}-{i}") for i in range(5)]))
 
 
 def compacted_away(store: TableStore, name: str) -> set[str]:
@@ -199,9 +197,9 @@ def test_gc_deletes_every_garbage_key_through_batched_s3_deletes(
 ) -> None:
     at = Timeline(clock)
     store.create_tenant("a")
-    store.create_table("a", "db", "items", SCHEMA)
+    store.create_table("a", "db.items", SCHEMA)
     for i in range(50):
-        store.write("a", "db", "items", upserts=rows((i, f"v{i}")))
+        store.write("a", "db.items", upserts=rows((i, f"v{i}")))
     expected = reads(store, "a")
     replaced = compacted_away(store, "a")
     assert len(replaced) == 50
@@ -229,7 +227,7 @@ def test_objects_shared_between_a_source_and_its_clone_live_while_either_referen
     at = Timeline(clock)
     seed(store, "a")
     store.create_snapshot("a", "s")
-    store.write("a", "db", "items", upserts=rows((0, "new")), deletes=keys(1))
+    store.write("a", "db.items", upserts=rows((0, "new")), deletes=keys(1))
     restore_tenant(store, "a", "s", to="c", executor="local")
     restore_tenant(store, "a", "s", to="c2", executor="local")
     shared = keys_of(store, "a") & keys_of(store, "c")
@@ -270,7 +268,7 @@ def test_dropped_tenant_objects_stay_through_retention_and_go_after_it(
     at = Timeline(clock)
     seed(store, "a")
     store.create_snapshot("a", "s")
-    store.write("a", "db", "items", deletes=keys(0, 1))
+    store.write("a", "db.items", deletes=keys(0, 1))
     expected = {"now": reads(store, "a"), "s": reads(store, "a", "s")}
     own = keys_of(store, "a")
     dropped = store.drop_tenant("a")
@@ -348,12 +346,12 @@ def test_a_purged_tenant_is_not_read_or_restored_as_empty(store: TableStore, clo
     at = Timeline(clock)
     seed(store, "a")
     dropped = store.drop_tenant("a")
-    assert len(store.read(dropped.ref, "db", "items")) == 15
+    assert len(store.read(dropped.ref, "db.items")) == 15
     purge_tenant(store.catalog, dropped.ref)
     at(2)
     short_gc(store)
     with pytest.raises(NotFound, match="purged"):
-        store.read(dropped.ref, "db", "items")
+        store.read(dropped.ref, "db.items")
     with pytest.raises(NotFound, match="purged"):
         plan_restore(store.catalog, dropped.ref, dropped.dropped_ts, to="c")  # type: ignore[arg-type]
 
@@ -364,12 +362,12 @@ def test_after_purging_a_retired_tenant_the_name_does_not_read_its_times_as_empt
     at = Timeline(clock)
     seed(store, "a")
     store.create_snapshot("a", "mon")
-    last = store.write("a", "db", "items", upserts=rows((99, "late")))
-    before = store.read("a", "db", "items", as_of=last.ts).to_pylist()
+    last = store.write("a", "db.items", upserts=rows((99, "late")))
+    before = store.read("a", "db.items", as_of=last.ts).to_pylist()
     assert len(before) == 16
     restore_tenant(store, "a", "mon", executor="local")  # in place: the old id is retired
     [retired] = [t for t in store.tenants(include_dropped=True) if t.state == "dropped"]
-    assert store.read("a", "db", "items", as_of=last.ts).to_pylist() == before  # via lineage
+    assert store.read("a", "db.items", as_of=last.ts).to_pylist() == before  # via lineage
     purge_tenant(store.catalog, retired.ref)
     at(2)
     short_gc(store)
@@ -378,7 +376,7 @@ def test_after_purging_a_retired_tenant_the_name_does_not_read_its_times_as_empt
         match=rf"time {last.ts} .* of tenant 'a' is no longer recoverable: the name was then "
         rf"held by {re.escape(retired.ref)}, which was purged",
     ):
-        store.read("a", "db", "items", as_of=last.ts)
+        store.read("a", "db.items", as_of=last.ts)
 
 
 # --- restore jobs pin what they use -------------------------------------------------------------
@@ -390,20 +388,20 @@ def pinned_job_setup(
     """A clone job to "s" that rewrites one object and reuses another, planned and journaled
     but not run; then the source is compacted so the job's inputs lose their membership."""
     store.create_tenant("a")
-    store.create_table("a", "db", "items", SCHEMA)
-    store.create_table("a", "db", "other", SCHEMA)
-    store.write("a", "db", "items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
-    store.write("a", "db", "other", upserts=rows((1, "o")))
+    store.create_table("a", "db.items", SCHEMA)
+    store.create_table("a", "db.other", SCHEMA)
+    store.write("a", "db.items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
+    store.write("a", "db.other", upserts=rows((1, "o")))
     store.create_snapshot("a", "s")
-    store.write("a", "db", "items", upserts=rows((4, "d"), (1, "a2")), deletes=keys(2))
-    store.compact("a", "db", "items")  # one merged object straddling s
+    store.write("a", "db.items", upserts=rows((4, "d"), (1, "a2")), deletes=keys(2))
+    store.compact("a", "db.items")  # one merged object straddling s
     expected = reads(store, "a", "s")
     plan, members = planned_with_members(store, "a", "s", to="c")
     assert plan.tables[0].name == "items" and plan.tables[0].totals()["rewrite"][0] == 1
     assert plan.tables[1].name == "other" and plan.tables[1].totals()["reuse"][0] == 1
     job = start_job(store.catalog, plan, executor="local", verify="objects")
-    store.write("a", "db", "items", upserts=rows((5, "e")))
-    store.write("a", "db", "other", upserts=rows((2, "p")))
+    store.write("a", "db.items", upserts=rows((5, "e")))
+    store.write("a", "db.other", upserts=rows((2, "p")))
     store.compact("a")
     used = {o.object.key for o in members}
     assert not used & keys_of(store, "a"), "the compaction should have replaced the job's inputs"
@@ -472,7 +470,7 @@ def test_a_job_cannot_start_from_a_plan_whose_objects_gc_already_deleted(
     at = Timeline(clock)
     seed(store, "a")
     store.create_snapshot("a", "s")
-    store.write("a", "db", "items", upserts=rows((100, "late")))
+    store.write("a", "db.items", upserts=rows((100, "late")))
     plan, members = planned_with_members(store, "a", "s", to="c")
     store.compact("a")
     at(2)
@@ -492,15 +490,15 @@ def test_gc_compacts_history_freed_by_dropped_snapshots_and_every_protected_read
 ) -> None:
     at = Timeline(clock)
     store.create_tenant("a")
-    store.create_table("a", "db", "items", SCHEMA)
-    store.write("a", "db", "items", upserts=rows(*[(i, "v0") for i in range(20)]))
+    store.create_table("a", "db.items", SCHEMA)
+    store.write("a", "db.items", upserts=rows(*[(i, "v0") for i in range(20)]))
     store.create_snapshot("a", "s1")
-    store.write("a", "db", "items", upserts=rows(*[(i, "v1") for i in range(20)]))
+    store.write("a", "db.items", upserts=rows(*[(i, "v1") for i in range(20)]))
     store.create_snapshot("a", "s2")
-    store.write("a", "db", "items", upserts=rows(*[(i, "v2") for i in range(20)]), deletes=keys(0))
-    store.write("a", "db", "items", deletes=keys(*range(10)))
+    store.write("a", "db.items", upserts=rows(*[(i, "v2") for i in range(20)]), deletes=keys(0))
+    store.write("a", "db.items", deletes=keys(*range(10)))
     store.create_snapshot("a", "s3")
-    store.write("a", "db", "items", upserts=rows((3, "back")))
+    store.write("a", "db.items", upserts=rows((3, "back")))
     kept = {"s3": reads(store, "a", "s3"), "now": reads(store, "a")}
     stored = sum(o.rows for _, o in store.objects_of("a"))
 
@@ -528,12 +526,12 @@ def test_gc_compacts_history_freed_by_dropped_snapshots_and_every_protected_read
 
 
 def dropped_table_setup(store: TableStore) -> tuple[set[str], list[dict[str, Any]]]:
-    store.create_table("a", "db", "items", SCHEMA)
-    store.create_table("a", "db", "gone", SCHEMA)
-    store.write("a", "db", "items", upserts=rows((1, "i")))
-    store.write("a", "db", "gone", upserts=rows((1, "g"), (2, "h")))
-    store.write("a", "db", "gone", deletes=keys(2))
-    gone_rows = store.read("a", "db", "gone").to_pylist()
+    store.create_table("a", "db.items", SCHEMA)
+    store.create_table("a", "db.gone", SCHEMA)
+    store.write("a", "db.items", upserts=rows((1, "i")))
+    store.write("a", "db.gone", upserts=rows((1, "g"), (2, "h")))
+    store.write("a", "db.gone", deletes=keys(2))
+    gone_rows = store.read("a", "db.gone").to_pylist()
     gone = {o.key for q, o in store.objects_of("a") if q == "db.gone"}
     assert len(gone) == 2
     return gone, gone_rows
@@ -546,18 +544,18 @@ def test_a_dropped_table_is_released_only_when_no_snapshot_is_older_than_its_dro
     store.create_tenant("a")
     gone, gone_rows = dropped_table_setup(store)
     store.create_snapshot("a", "before")
-    store.drop_table("a", "db", "gone")
+    store.drop_table("a", "db.gone")
     at(48)
     short_gc(store)
     assert gone <= bucket_listing(store)
-    assert store.read("a", "db", "gone", as_of="before").to_pylist() == gone_rows
+    assert store.read("a", "db.gone", as_of="before").to_pylist() == gone_rows
 
     store.drop_snapshot("a", "before")
     at(49)
     report = short_gc(store)  # releases the memberships; with no grace they go at once
     assert gone <= {c.key for c in report.collected.candidates}
     assert not gone & bucket_listing(store)
-    assert store.read("a", "db", "items").to_pylist() == [{"id": 1, "v": "i"}]
+    assert store.read("a", "db.items").to_pylist() == [{"id": 1, "v": "i"}]
     assert_consistent(store)
 
 
@@ -568,12 +566,12 @@ def test_a_dropped_table_is_released_only_when_the_pitr_window_has_passed_its_dr
     store.create_tenant("a")
     store.set_pitr("a", 24 * H)
     gone, gone_rows = dropped_table_setup(store)
-    dropped = store.drop_table("a", "db", "gone")
+    dropped = store.drop_table("a", "db.gone")
     drop_ts = store.tenant("a").last_change_ts
     at(23)
     run_gc(store, dry_run=False)
     assert gone <= bucket_listing(store)
-    assert store.read("a", "db", "gone", as_of=drop_ts - 1).to_pylist() == gone_rows
+    assert store.read("a", "db.gone", as_of=drop_ts - 1).to_pylist() == gone_rows
     assert dropped.name == "gone"
 
     at.set(drop_ts + 24 * H + 1)  # the window no longer reaches the drop
@@ -582,7 +580,7 @@ def test_a_dropped_table_is_released_only_when_the_pitr_window_has_passed_its_dr
     at.set(drop_ts + 26 * H)
     run_gc(store, dry_run=False)
     assert not gone & bucket_listing(store)
-    assert store.read("a", "db", "items").to_pylist() == [{"id": 1, "v": "i"}]
+    assert store.read("a", "db.items").to_pylist() == [{"id": 1, "v": "i"}]
     assert_consistent(store)
 
 
@@ -711,7 +709,7 @@ def test_orphans_of_a_crashed_write_are_removed_only_after_the_grace(
         )
         crash = crashed_at("UPDATE tenants SET last_change_ts")
     with pytest.raises(SimulatedCrash, match=crash):
-        broken.write("a", "db", "items", upserts=rows((7, "lost")), deletes=keys(1))
+        broken.write("a", "db.items", upserts=rows((7, "lost")), deletes=keys(1))
     orphans = bucket_listing(store) - before
     assert len(orphans) == (1 if fault == "store_crash_after_upload" else 2)
     assert not orphans & set(object_rows(store).values())
@@ -726,8 +724,8 @@ def test_orphans_of_a_crashed_write_are_removed_only_after_the_grace(
     assert {o.key for o in report.orphans.orphans} == orphans
     assert bucket_listing(store) == before
     assert reads(store, "a") == expected
-    store.write("a", "db", "items", upserts=rows((7, "kept")))
-    assert {"id": 7, "v": "kept"} in store.read("a", "db", "items").to_pylist()
+    store.write("a", "db.items", upserts=rows((7, "kept")))
+    assert {"id": 7, "v": "kept"} in store.read("a", "db.items").to_pylist()
     assert_consistent(store)
 
 
@@ -755,7 +753,7 @@ def test_storage_reports_live_history_only_and_shared_bytes(store: TableStore, c
     Timeline(clock)
     seed(store, "a")
     store.create_snapshot("a", "s")
-    store.write("a", "db", "items", upserts=rows(*[(i, "again") for i in range(5)]))
+    store.write("a", "db.items", upserts=rows(*[(i, "again") for i in range(5)]))
     seed(store, "lonely", batches=2)
     restore_tenant(store, "a", "s", to="c", executor="local")
 

@@ -90,22 +90,22 @@ def gc(store: TableStore, **kwargs: Any) -> Any:
 def scene(store: TableStore, clock: Any) -> Scene:
     at = Timeline(clock)
     store.create_tenant("a")
-    store.create_table("a", "db", "items", SCHEMA)
-    store.create_table("a", "db", "users", SCHEMA)
+    store.create_table("a", "db.items", SCHEMA)
+    store.create_table("a", "db.users", SCHEMA)
     for b in range(4):
-        store.write("a", "db", "items", upserts=rows(*[(b * 10 + i, f"i{b}") for i in range(5)]))
-        store.write("a", "db", "users", upserts=rows((b, f"u{b}")), deletes=keys(b + 100))
+        store.write("a", "db.items", upserts=rows(*[(b * 10 + i, f"i{b}") for i in range(5)]))
+        store.write("a", "db.users", upserts=rows((b, f"u{b}")), deletes=keys(b + 100))
     store.create_snapshot("a", "s")
-    store.write("a", "db", "items", upserts=rows((1, "new")), deletes=keys(2))
+    store.write("a", "db.items", upserts=rows((1, "new")), deletes=keys(2))
     restore_tenant(store, "a", "s", to="c", executor="local")
     store.create_tenant("b")
-    store.create_table("b", "db", "items", SCHEMA)
-    store.write("b", "db", "items", upserts=rows((1, "b")))
+    store.create_table("b", "db.items", SCHEMA)
+    store.write("b", "db.items", upserts=rows((1, "b")))
     b_keys = keys_of(store, "b")
     purge_tenant(store.catalog, store.drop_tenant("b").ref)
     before = keys_of(store, "a") | keys_of(store, "c")
     store.compact("a")
-    store.compact("c", "db", "users")
+    store.compact("c", "db.users")
     garbage = (before - keys_of(store, "a") - keys_of(store, "c")) | b_keys
     at(2)
     s = Scene(store, at, garbage, {})
@@ -181,10 +181,10 @@ def test_a_restore_cannot_start_on_objects_a_crashed_gc_is_deleting(
 ) -> None:
     at = Timeline(clock)
     store.create_tenant("a")
-    store.create_table("a", "db", "items", SCHEMA)
-    store.write("a", "db", "items", upserts=rows((1, "x"), (2, "y")))
+    store.create_table("a", "db.items", SCHEMA)
+    store.write("a", "db.items", upserts=rows((1, "x"), (2, "y")))
     store.create_snapshot("a", "s")
-    store.write("a", "db", "items", upserts=rows((1, "z")))
+    store.write("a", "db.items", upserts=rows((1, "z")))
     expected = reads(store, "a", "s")
     plan = plan_restore(store.catalog, "a", "s", to="c")
     store.compact("a")
@@ -282,21 +282,21 @@ def test_a_compaction_whose_input_gc_collected_while_it_read_lost_a_race(
     import tenants.compaction as compaction
 
     store.create_tenant("acme")
-    store.create_table("acme", "db", "items", SCHEMA)
+    store.create_table("acme", "db.items", SCHEMA)
     for n in range(3):
-        store.write("acme", "db", "items", upserts=rows((n, f"v{n}"), (n + 10, f"w{n}")))
+        store.write("acme", "db.items", upserts=rows((n, f"v{n}"), (n + 10, f"w{n}")))
     before = reads(store, "acme")
     real = compaction.stream_object
 
     def gc_wins_first(objects: Any, record: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(compaction, "stream_object", real)
-        store.compact("acme", "db", "items")  # GC's compaction swaps first...
+        store.compact("acme", "db.items")  # GC's compaction swaps first...
         run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True)  # ...and collects
         return real(objects, record, **kwargs)
 
     monkeypatch.setattr(compaction, "stream_object", gc_wins_first)
     with pytest.raises(ConcurrentModification, match=r"db\.items .*lost a race"):
-        store.compact("acme", "db", "items")
+        store.compact("acme", "db.items")
     assert reads(store, "acme") == before
-    store.compact("acme", "db", "items")  # run again: nothing to do, nothing lost
+    store.compact("acme", "db.items")  # run again: nothing to do, nothing lost
     assert reads(store, "acme") == before

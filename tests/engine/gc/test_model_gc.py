@@ -339,7 +339,7 @@ class Model:
             record = self.store.create_tenant(name)
             oracle = TableHistory()
             for table, schema in SCHEMAS.items():
-                self.store.create_table(name, DB, table, schema)
+                self.store.create_table(name, f"{DB}.{table}", schema)
                 oracle.create_table(table, schema.primary_key)
             self.tenants.append(Tenant(record.id, name, oracle))
 
@@ -369,8 +369,7 @@ class Model:
             schema = SCHEMAS[op.table]
             result = store.write(
                 tenant.ref,
-                DB,
-                op.table,
+                f"{DB}.{op.table}",
                 upserts=pa.Table.from_pylist(list(op.upserts), schema=schema.arrow())
                 if op.upserts
                 else None,
@@ -395,8 +394,7 @@ class Model:
             if tenant is not None:
                 store.compact(
                     tenant.ref,
-                    DB if op.table else None,
-                    op.table,
+                    f"{DB if op.table else None}.{op.table}",
                     target_bytes=op.target_bytes,
                     full=op.full,
                 )
@@ -564,10 +562,10 @@ class Model:
             if tenant.state == "purged":
                 continue
             for table in SCHEMAS:
-                got = store.read(tenant.ref, DB, table).to_pylist()
+                got = store.read(tenant.ref, f"{DB}.{table}").to_pylist()
                 assert got == tenant.oracle.read(table, 2**62), f"{tenant.ref}/{table} now"
                 for name, ts in tenant.snapshots.items():
-                    got = store.read(tenant.ref, DB, table, as_of=name).to_pylist()
+                    got = store.read(tenant.ref, f"{DB}.{table}", as_of=name).to_pylist()
                     assert got == tenant.oracle.read(table, ts), f"{tenant.ref}/{table} at {name}"
         assert pending_rows(store) == []
         assert dangling_keys(store) == set()

@@ -137,8 +137,8 @@ def test_dump_then_reload_equals_the_source_at_s_with_the_schema_as_of_s(
     assert [c.name for c in schema_of(store, "copy")["shop.items"][0]] == ["id", "v"]
     # The source is untouched and the copy is an ordinary, writable tenant.
     assert reads(store, "acme") == source.now_reads
-    store.write("copy", DB, "empty", upserts=pa.table({"id": [1], "note": ["x"]}))
-    assert store.read("copy", DB, "empty").to_pylist() == [{"id": 1, "note": "x"}]
+    store.write("copy", f"{DB}.empty", upserts=pa.table({"id": [1], "note": ["x"]}))
+    assert store.read("copy", f"{DB}.empty").to_pylist() == [{"id": 1, "note": "x"}]
     assert reads(store, "acme")["shop.empty"] == []
 
 
@@ -177,7 +177,7 @@ def test_manifest_records_format_source_time_ddl_counts_hashes_and_file_sizes(
             schema.primary_key_json(),
             schema.fingerprint,
         )
-        rows = store.read("acme", DB, table.name, "mon")
+        rows = store.read("acme", f"{DB}.{table.name}", "mon")
         assert table.rows == rows.num_rows == len(AT_MON[table.qualified])
         assert table.hash_kind == "row-parts"
         assert table.content_hash == chain_hash(
@@ -250,7 +250,7 @@ def test_dump_with_the_spark_reader_equals_the_local_one(
         assert (ours.hash_kind, theirs.hash_kind) == ("row-parts", "row-parts")
         rows = [r for f in ours.files for r in file_table(store, f.path, "dumps/spark").to_pylist()]
         assert rows == AT_MON[ours.qualified]
-        assert ours.hash_of(store.read("acme", DB, ours.name, "mon")) == ours.content_hash
+        assert ours.hash_of(store.read("acme", f"{DB}.{ours.name}", "mon")) == ours.content_hash
     items = next(t for t in spark_dump.tables if t.name == "items")
     assert len(items.files) >= 2  # several executors' ranges, in key order
     reload_dump(store, store.objects, "dumps/spark", target_name="copy")
@@ -434,7 +434,7 @@ def test_logical_restore_in_place_equals_physical_and_retires_the_old_tenant(
     physical = restore_tenant(store, old.ref, "mon", to="pclone", method="physical")
     assert reads(store, physical.tenant.ref) == reads(store, "acme")
     assert warehouse_keys(store, "staging/") == {}
-    store.write("acme", DB, "orders", deletes=pa.table({"id": [1], "region": ["eu"]}))
+    store.write("acme", f"{DB}.orders", deletes=pa.table({"id": [1], "region": ["eu"]}))
     assert len(reads(store, "acme")["shop.orders"]) == len(AT_MON["shop.orders"]) - 1
 
 
@@ -549,7 +549,7 @@ def test_logical_restore_at_now_resumes_after_the_source_took_a_write(
             method="logical",
         )
     job_id = only_unfinished_job(store)
-    store.write("acme", DB, "orders", deletes=pa.table({"id": [4], "region": ["eu"]}))
+    store.write("acme", f"{DB}.orders", deletes=pa.table({"id": [4], "region": ["eu"]}))
 
     resume_restore(store, job_id)
 

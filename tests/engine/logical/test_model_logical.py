@@ -44,7 +44,7 @@ def check_logical_equals_physical_equals_oracle(m: Model, *, in_hypothesis: bool
             assert sorted(tables) == list(TABLES), clone
             for table in TABLES:
                 assert tables[table].schema == m.schema_at(table, at_ts), (clone, table)
-                got = store.read(clone, DB, table).to_pylist()
+                got = store.read(clone, f"{DB}.{table}").to_pylist()
                 assert got == m.expected(table, at_ts), f"{clone}/{table} restored to {point}"
         own = f"tenants/{logical.tenant.id}/"
         assert all(o.key.startswith(own) for _, o in store.objects_of(logical.tenant.name))

@@ -87,13 +87,13 @@ def setup(
     store = TableStore.open(catalog, warehouse, s3=settings)
     store.create_tenant("acme")
     for table in ("orders", "items"):
-        store.create_table("acme", "shop", table, SCHEMA)
-        store.write("acme", "shop", table, upserts=_rows(range(1, 200), "old"))
+        store.create_table("acme", f"shop.{table}", SCHEMA)
+        store.write("acme", f"shop.{table}", upserts=_rows(range(1, 200), "old"))
     store.create_snapshot("acme", "mon")
     for table in ("orders", "items"):
-        store.write("acme", "shop", table, upserts=_rows(range(100, 300), "new"))
-        store.write("acme", "shop", table, deletes=pa.table({"id": [1, 2, 3]}))
-        store.compact("acme", "shop", table)  # one object per table straddles "mon"
+        store.write("acme", f"shop.{table}", upserts=_rows(range(100, 300), "new"))
+        store.write("acme", f"shop.{table}", deletes=pa.table({"id": [1, 2, 3]}))
+        store.compact("acme", f"shop.{table}")  # one object per table straddles "mon"
     yield store, catalog, warehouse
     store.close()
 
@@ -156,8 +156,8 @@ def test_spark_submit_runs_the_rewrite_in_the_cluster_executors(job: Job) -> Non
 
     store = job.store
     for table in ("orders", "items"):
-        copy = store.read("acme_copy", "shop", table).to_pydict()
-        assert copy == store.read("acme", "shop", table, "mon").to_pydict()
+        copy = store.read("acme_copy", f"shop.{table}").to_pydict()
+        assert copy == store.read("acme", f"shop.{table}", "mon").to_pydict()
         assert copy == _rows(range(1, 200), "old").to_pydict()
 
     # The rewrite ran in the worker's executors, not in the driver.
@@ -181,7 +181,7 @@ def test_read_as_of_runs_on_the_cluster(job: Job) -> None:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    expected = job.store.read("acme", "shop", "orders", "mon")
+    expected = job.store.read("acme", "shop.orders", "mon")
     assert result["rows"] == expected.num_rows == 199
     assert result["ids"] == sum(expected.column("id").to_pylist())
     assert result["master"] == job.cluster.master_url

@@ -89,14 +89,14 @@ def source(
     store = TableStore.open(catalog_uri, warehouse_uri, s3=s3_server.settings)
     name = unique("acme")
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
-    store.write(name, "db", "items", upserts=rows(*[(i, f"v{i}") for i in range(40)]))
-    store.write(name, "db", "items", upserts=rows((3, "x")), deletes=keys(4, 5))
+    store.create_table(name, "db.items", SCHEMA)
+    store.write(name, "db.items", upserts=rows(*[(i, f"v{i}") for i in range(40)]))
+    store.write(name, "db.items", upserts=rows((3, "x")), deletes=keys(4, 5))
     store.create_snapshot(name, "mon")
     at_mon = reads(store, name)[TABLE]
-    store.write(name, "db", "items", upserts=rows(*[(i, "later") for i in range(0, 40, 3)]))
-    store.compact(name, "db", "items", target_bytes=600)  # five objects straddle "mon"
-    store.write(name, "db", "items", deletes=keys(7))
+    store.write(name, "db.items", upserts=rows(*[(i, "later") for i in range(0, 40, 3)]))
+    store.compact(name, "db.items", target_bytes=600)  # five objects straddle "mon"
+    store.write(name, "db.items", deletes=keys(7))
     tenant = store.tenant(name)
     yield Source(
         store,

@@ -75,31 +75,33 @@ def build(store: TableStore, tenant: str = "acme") -> Built:
     """A tenant whose every object straddles snapshot ``s`` (fully compacted after it)."""
     store.create_tenant(tenant)
     for table in TABLES:
-        store.create_table(tenant, "db", table, SCHEMA)
+        store.create_table(tenant, f"db.{table}", SCHEMA)
     evens = list(range(0, 120, 2))
     for start in range(3):
         for table in TABLES:
-            store.write(tenant, "db", table, upserts=rows(*[(k, f"a{k}") for k in evens[start::3]]))
+            store.write(
+                tenant, f"db.{table}", upserts=rows(*[(k, f"a{k}") for k in evens[start::3]])
+            )
     store.create_snapshot(tenant, "early")
     for table in ("items", "other"):
         store.write(
             tenant,
-            "db",
-            table,
+            f"db.{table}",
             upserts=rows(*[(k, f"b{k}") for k in range(0, 120, 8)]),
             deletes=keys(*range(2, 120, 8)),
         )
     store.create_snapshot(tenant, "s")
     for table in ("items", "other"):
-        store.write(tenant, "db", table, upserts=rows(*[(k, f"late{k}") for k in range(4, 120, 8)]))
+        store.write(
+            tenant, f"db.{table}", upserts=rows(*[(k, f"late{k}") for k in range(4, 120, 8)])
+        )
         store.write(
             tenant,
-            "db",
-            table,
+            f"db.{table}",
             upserts=rows(*[(k, f"new{k}") for k in range(1, 120, 4)]),
             deletes=keys(*range(6, 120, 8), *range(16, 120, 16)),
         )
-    store.write(tenant, "db", "log", upserts=rows(*[(k, f"new{k}") for k in range(1, 120, 2)]))
+    store.write(tenant, "db.log", upserts=rows(*[(k, f"new{k}") for k in range(1, 120, 2)]))
     store.create_snapshot(tenant, "later")
     store.compact(tenant, full=True, target_bytes=SMALL_OBJECTS)
     built = Built(store.snapshot(tenant, "s").ts)
@@ -111,7 +113,7 @@ def build(store: TableStore, tenant: str = "acme") -> Built:
 
 def at(store: TableStore, tenant: str, point: str | int | None) -> dict[str, list[dict]]:
     """Every table of the world, read at ``point`` (None: now)."""
-    return {t: store.read(tenant, "db", t, as_of=point).to_pylist() for t in TABLES}
+    return {t: store.read(tenant, f"db.{t}", as_of=point).to_pylist() for t in TABLES}
 
 
 def instant(store: TableStore, to: str = "copy") -> RestoreOutcome:
@@ -254,7 +256,7 @@ def test_duckdb_and_polars_read_the_restored_tenant_as_the_source_at_s(store: Ta
     build(store)
     instant(store)
     for table in TABLES:
-        want = store.read("acme", "db", table, as_of="s")
+        want = store.read("acme", f"db.{table}", as_of="s")
         relation = to_duckdb(store, "copy", f"db.{table}")
         assert relation.order("id").fetch_arrow_table().to_pylist() == want.to_pylist(), table
         count = to_duckdb(store, "copy", f"db.{table}", keys=(20, 80)).aggregate("count(*)")
@@ -277,12 +279,12 @@ def test_duckdb_and_polars_read_the_restored_tenant_as_the_source_at_s(store: Ta
         "copy",
         "SELECT i.id, i.v, o.v AS w FROM db.items i JOIN db.other o ON o.id = i.id ORDER BY i.id",
     ).fetchall()
-    items = {r["id"]: r["v"] for r in store.read("acme", "db", "items", as_of="s").to_pylist()}
-    other = {r["id"]: r["v"] for r in store.read("acme", "db", "other", as_of="s").to_pylist()}
+    items = {r["id"]: r["v"] for r in store.read("acme", "db.items", as_of="s").to_pylist()}
+    other = {r["id"]: r["v"] for r in store.read("acme", "db.other", as_of="s").to_pylist()}
     assert joined == [(k, items[k], other[k]) for k in sorted(items.keys() & other.keys())]
     early = duckdb_sql(store, "copy", "SELECT id, v FROM db.log ORDER BY id", as_of="early")
     assert early.fetchall() == [
-        (r["id"], r["v"]) for r in store.read("acme", "db", "log", as_of="early").to_pylist()
+        (r["id"], r["v"]) for r in store.read("acme", "db.log", as_of="early").to_pylist()
     ]
 
 
@@ -292,10 +294,10 @@ def test_spark_reads_the_restored_tenant_as_the_source_at_s(
     build(store)
     instant(store)
     for table in TABLES:
-        want = store.read("acme", "db", table, as_of="s").to_pylist()
+        want = store.read("acme", f"db.{table}", as_of="s").to_pylist()
         frame = read_as_of(spark, "copy", f"db.{table}", store=store)
         assert sorted(frame.toArrow().to_pylist(), key=lambda r: r["id"]) == want, table
-        assert store.read("copy", "db", table, reader="spark").to_pylist() == want, table
+        assert store.read("copy", f"db.{table}", reader="spark").to_pylist() == want, table
     early = read_as_of(spark, "copy", "db.items", as_of="early", store=store).toArrow()
     assert sorted(early.to_pylist(), key=lambda r: r["id"]) == at(store, "acme", "early")["items"]
     # a logical backup whose dump the Spark executors write
@@ -461,23 +463,23 @@ def test_a_partial_compaction_merges_a_cut_member_with_later_commits(store: Tabl
     built = build(store)
     expected = at(store, "acme", "s")
     outcome = instant(store)
-    store.write("copy", "db", "log", upserts=rows((1, "mine"), (500, "after")))
-    store.write("copy", "db", "log", deletes=keys(0))
-    store.compact("copy", "db", "log", target_bytes=10 * SMALL_OBJECTS)
+    store.write("copy", "db.log", upserts=rows((1, "mine"), (500, "after")))
+    store.write("copy", "db.log", deletes=keys(0))
+    store.compact("copy", "db.log", target_bytes=10 * SMALL_OBJECTS)
     want = sorted(
         [r for r in expected["log"] if r["id"] != 0]
         + [{"id": 1, "v": "mine"}, {"id": 500, "v": "after"}],
         key=lambda r: r["id"],
     )
-    assert store.read("copy", "db", "log").to_pylist() == want
-    assert store.read("copy", "db", "log", as_of="s").to_pylist() == expected["log"]
+    assert store.read("copy", "db.log").to_pylist() == want
+    assert store.read("copy", "db.log", as_of="s").to_pylist() == expected["log"]
     mine = [o for q, o in store.objects_of("copy") if q == "db.log"]
     assert all(o.cut_ts is None for o in mine)
     merged = pa.concat_tables([raw_rows(store, o) for o in mine if o.kind == "data"])
     late = pc.filter(merged, pc.greater(merged.column(TS), built.s)).column("v").to_pylist()
     assert sorted(late) == ["after", "mine"]  # nothing of acme's after s
     resume_restore(store, outcome.job_id)
-    assert store.read("copy", "db", "log").to_pylist() == want
+    assert store.read("copy", "db.log").to_pylist() == want
 
 
 # --- backups ----------------------------------------------------------------------------
@@ -557,43 +559,43 @@ def test_a_table_restored_from_the_tenant_after_cancel_reads_through_the_inherit
     expected = at(store, "acme", "s")
     outcome = instant(store)
     cancel_restore(store, outcome.job_id)
-    store.write("copy", "db", "items", upserts=rows((1000, "copy's own")))
+    store.write("copy", "db.items", upserts=rows((1000, "copy's own")))
     store.create_snapshot("copy", "c1")
-    store.write("copy", "db", "items", deletes=keys(0))
+    store.write("copy", "db.items", deletes=keys(0))
     restore_table(store, "copy", "db.items", "c1", to="db.items2", executor="local")
     want = [*expected["items"], {"id": 1000, "v": "copy's own"}]
-    assert store.read("copy", "db", "items2").to_pylist() == want
+    assert store.read("copy", "db.items2").to_pylist() == want
     # the whole table restored into another tenant, instant and pending: cut twice
     store.create_tenant("third")
     late = restore_table(
         store, "copy", "db.items", "c1", to_tenant="third", instant=True, wait=False
     )
-    assert store.read("third", "db", "items").to_pylist() == want
+    assert store.read("third", "db.items").to_pylist() == want
     resume_restore(store, late.job_id)
-    assert store.read("third", "db", "items").to_pylist() == want
+    assert store.read("third", "db.items").to_pylist() == want
     # items2 reads copy's cut members through its base: once copy's own rows of
     # them end (copy compacts items) and the source compacts them away, only
     # that base reaches them, and GC keeps them
     inherited = {o.id for q, o in store.objects_of("copy") if q == "db.items2" and o.cut_ts}
     assert inherited
-    store.compact("copy", "db", "items", full=True, target_bytes=SMALL_OBJECTS)
+    store.compact("copy", "db.items", full=True, target_bytes=SMALL_OBJECTS)
     store.compact("acme", full=True, target_bytes=SMALL_OBJECTS)
     assert not {o.id for _, o in store.objects_of("acme")} & inherited
     assert not {o.id for q, o in store.objects_of("copy") if q == "db.items"} & inherited
     run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
-    assert store.read("copy", "db", "items2").to_pylist() == want
-    assert store.read("third", "db", "items").to_pylist() == want
+    assert store.read("copy", "db.items2").to_pylist() == want
+    assert store.read("third", "db.items").to_pylist() == want
     assert at(store, "copy", "s") == expected
     assert_live_keys_exist(store)
     # flattened into items2's own rows, or compacted (shadowing them), they are
     # still read through their cuts
     flatten_chains(store.catalog, max_depth=0)
     assert {o.id for q, o in store.objects_of("copy") if q == "db.items2" and o.cut_ts} == inherited
-    assert store.read("copy", "db", "items2").to_pylist() == want
-    store.compact("copy", "db", "items2", full=True, target_bytes=SMALL_OBJECTS)
-    assert store.read("copy", "db", "items2").to_pylist() == want
+    assert store.read("copy", "db.items2").to_pylist() == want
+    store.compact("copy", "db.items2", full=True, target_bytes=SMALL_OBJECTS)
+    assert store.read("copy", "db.items2").to_pylist() == want
     run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
-    assert store.read("copy", "db", "items").to_pylist() == want[1:]
+    assert store.read("copy", "db.items").to_pylist() == want[1:]
     assert_live_keys_exist(store)
 
 
@@ -613,9 +615,9 @@ def test_a_delete_counts_only_keys_the_restored_table_holds(
     asked = [4, 6, 1, 2, 8, 16, 999]
     present = [k for k in asked if k in held]
     assert present == [4, 6, 8, 16]
-    result = cli_store.write("copy", "db", "items", deletes=keys(*asked), only_present=True)
+    result = cli_store.write("copy", "db.items", deletes=keys(*asked), only_present=True)
     assert result.deleted == len(present)
-    assert {r["id"] for r in cli_store.read("copy", "db", "items").to_pylist()} == held - set(asked)
+    assert {r["id"] for r in cli_store.read("copy", "db.items").to_pylist()} == held - set(asked)
     # the CLI's delete: odd keys of the log exist only after s
     (tmp_path / "keys.csv").write_text("id\n1\n3\n4\n6\n")
     done = as_json(rewind("--json", "delete", "copy", "db.log", "--keys", tmp_path / "keys.csv"))
@@ -623,7 +625,7 @@ def test_a_delete_counts_only_keys_the_restored_table_holds(
     (tmp_path / "odd.csv").write_text("id\n5\n7\n")
     none = ok(rewind("delete", "copy", "db.log", "--keys", tmp_path / "odd.csv")).stdout
     assert "deleted 0 keys" in none
-    assert [r["id"] for r in cli_store.read("copy", "db", "log").to_pylist()] == [
+    assert [r["id"] for r in cli_store.read("copy", "db.log").to_pylist()] == [
         r["id"] for r in expected["log"] if r["id"] not in (4, 6)
     ]
 
@@ -643,8 +645,8 @@ def test_gc_keeps_what_cut_members_read_and_collects_the_straddlers_after_the_sw
     # ``keep`` inherits acme's db.other as of ``later``: it reaches those straddlers
     store.create_tenant("keep")
     restore_table(store, "acme", "db.other", "later", to_tenant="keep", executor="local")
-    kept_rows = store.read("keep", "db", "other").to_pylist()
-    assert kept_rows == store.read("acme", "db", "other", as_of="later").to_pylist()
+    kept_rows = store.read("keep", "db.other").to_pylist()
+    assert kept_rows == store.read("acme", "db.other", as_of="later").to_pylist()
     outcome = instant(store)
     cut = straddlers(store)
     # the source moves on: its own rows of the straddlers end
@@ -668,7 +670,7 @@ def test_gc_keeps_what_cut_members_read_and_collects_the_straddlers_after_the_sw
     gone = {o.key for o in cut} - other
     assert gone and not gone & left  # no view reaches them any more
     assert at(store, "copy", None) == expected
-    assert store.read("keep", "db", "other").to_pylist() == kept_rows
+    assert store.read("keep", "db.other").to_pylist() == kept_rows
     assert at(store, "acme", "s") == expected
     assert store.snapshot("acme", "s").ts == built.s
     assert_live_keys_exist(store)
@@ -696,7 +698,7 @@ def test_a_gc_that_compacts_merges_cut_members_into_rows_up_to_s(store: TableSto
 
 
 def table_id(store: TableStore, tenant: str, table: str) -> str:
-    return store.plan_read(tenant, "db", table).table.id
+    return store.plan_read(tenant, f"db.{table}").table.id
 
 
 def assert_live_keys_exist(store: TableStore) -> None:
@@ -761,9 +763,9 @@ def same_as_source_at_s(store: TableStore, tenant: str, tables: dict[str, str], 
     source at s (Spark, if given, reads the first: a Spark job costs seconds)."""
     first = next(iter(tables))
     for restored, source in tables.items():
-        want = store.read("acme", "db", source, as_of="s")
+        want = store.read("acme", f"db.{source}", as_of="s")
         database, name = restored.split(".")
-        assert store.read(tenant, database, name).to_pylist() == want.to_pylist(), restored
+        assert store.read(tenant, f"{database}.{name}").to_pylist() == want.to_pylist(), restored
         arrow = store.read_arrow(tenant, restored, keys=(20, 90), columns=["v"]).read_all()
         assert arrow.to_pylist() == [{"v": r["v"]} for r in want.to_pylist() if 20 <= r["id"] <= 90]
         assert (

@@ -66,14 +66,14 @@ def source(
     store = TableStore.open(catalog_uri, warehouse_uri, s3=s3_server.settings)
     name = unique("acme")
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
-    store.write(name, "db", "items", upserts=rows(*[(i, f"v{i}") for i in range(40)]))
-    store.write(name, "db", "items", upserts=rows((3, "x")), deletes=keys(4, 5))
+    store.create_table(name, "db.items", SCHEMA)
+    store.write(name, "db.items", upserts=rows(*[(i, f"v{i}") for i in range(40)]))
+    store.write(name, "db.items", upserts=rows((3, "x")), deletes=keys(4, 5))
     store.create_snapshot(name, "mon")
     at_mon = reads(store, name)
-    store.write(name, "db", "items", upserts=rows(*[(i, "later") for i in range(0, 40, 3)]))
-    store.compact(name, "db", "items", target_bytes=600)  # many objects straddling mon
-    store.write(name, "db", "items", deletes=keys(7))
+    store.write(name, "db.items", upserts=rows(*[(i, "later") for i in range(0, 40, 3)]))
+    store.compact(name, "db.items", target_bytes=600)  # many objects straddling mon
+    store.write(name, "db.items", deletes=keys(7))
     yield Source(store, catalog_uri, warehouse_uri, name, at_mon, reads(store, name))
     store.close()
 
@@ -259,7 +259,7 @@ def test_writes_to_the_source_after_a_cancel_are_kept(source: Source) -> None:
     job_id = wait_for_job(source, "rewriting", proc)
     cancel_restore(source.store, job_id)
     finish(proc)
-    source.store.write(source.name, "db", "items", upserts=pa.table({"id": [99], "v": ["new"]}))
+    source.store.write(source.name, "db.items", upserts=pa.table({"id": [99], "v": ["new"]}))
     assert {"id": 99, "v": "new"} in reads(source.store, source.name)["db.items"]
     nothing_lost(source)
 

@@ -222,7 +222,7 @@ class Model:
         self.other = TableStore.open(*self.uris, s3=s3.settings)
         self.second_rows: State | None = None  # what the second catalog's tenant holds
         self.store.create_tenant(SOURCE)
-        self.store.create_table(SOURCE, DB, "items", ITEMS)
+        self.store.create_table(SOURCE, f"{DB}.items", ITEMS)
         self.live: dict[str, State] = {SOURCE: {}}  # tenant name -> expected rows now
         self.snapshots: list[tuple[str, State]] = []  # of SOURCE's lineage, in order
         # job, op, target, state at S, and whether its tenant is installed (an
@@ -250,7 +250,7 @@ class Model:
             self.store.create_snapshot(SOURCE, name)
             self.snapshots.append((name, copy.deepcopy(self.live[SOURCE])))
         elif isinstance(op, Compact):
-            self.store.compact(SOURCE, DB, "items", target_bytes=op.target_bytes)
+            self.store.compact(SOURCE, f"{DB}.items", target_bytes=op.target_bytes)
         elif isinstance(op, Restore):
             self.restore(op)
         elif isinstance(op, Finish):
@@ -274,8 +274,7 @@ class Model:
             return
         self.store.write(
             SOURCE,
-            DB,
-            "items",
+            f"{DB}.items",
             upserts=pa.table(
                 {
                     "id": pa.array([k for k, _ in op.upserts], pa.int64()),
@@ -402,10 +401,10 @@ class Model:
         try:
             if self.second_rows is None:
                 second.create_tenant("beta")
-                second.create_table("beta", DB, "items", ITEMS)
+                second.create_table("beta", f"{DB}.items", ITEMS)
                 self.second_rows = {}
             key = len(self.second_rows)
-            second.write("beta", DB, "items", upserts=pa.table({"id": [key], "v": ["b"]}))
+            second.write("beta", f"{DB}.items", upserts=pa.table({"id": [key], "v": ["b"]}))
             self.second_rows[key] = "b"
             run_gc(second, dry_run=False, grace_us=0, orphan_grace_us=0, allow_short_grace=True)
             assert self.rows_of(second, "beta") == self.second_rows
@@ -478,7 +477,7 @@ class Model:
 
     @staticmethod
     def rows_of(store: TableStore, tenant: str, as_of: str | None = None) -> State:
-        table = store.read(tenant, DB, "items", as_of)
+        table = store.read(tenant, f"{DB}.items", as_of)
         return dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
 
 

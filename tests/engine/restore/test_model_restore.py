@@ -214,7 +214,7 @@ class Model:
         self.store.create_tenant(TENANT)
         self.schemas: dict[str, list[tuple[int, TableSchema]]] = {}
         for name, schema in (("items", ITEMS), ("orders", ORDERS)):
-            record = self.store.create_table(TENANT, DB, name, schema)
+            record = self.store.create_table(TENANT, f"{DB}.{name}", schema)
             self.schemas[name] = [(record.created_ts, schema)]
             self.oracle.create_table(name, schema.primary_key)
         self.snapshots: dict[str, int] = {}  # standing snapshots: name -> ts
@@ -242,8 +242,7 @@ class Model:
             upserts = [{n: r.get(n) for n in schema.names} for r in op.upserts]
             result = store.write(
                 TENANT,
-                DB,
-                op.table,
+                f"{DB}.{op.table}",
                 upserts=pa.Table.from_pylist(upserts, schema=schema.arrow()) if upserts else None,
                 deletes=(
                     pa.Table.from_pylist(list(op.deletes), schema=schema.key_arrow())
@@ -256,7 +255,9 @@ class Model:
             if op.table is None:
                 store.compact(TENANT, target_bytes=op.target_bytes, full=op.full)
             else:
-                store.compact(TENANT, DB, op.table, target_bytes=op.target_bytes, full=op.full)
+                store.compact(
+                    TENANT, f"{DB}.{op.table}", target_bytes=op.target_bytes, full=op.full
+                )
         elif isinstance(op, Snapshot):
             name = f"s{self.made}"
             self.made += 1
@@ -271,9 +272,9 @@ class Model:
             has_note = "note" in current.names
             if op.kind == "add_note" and not self.note_added:
                 self.note_added = True
-                record = store.alter_table(TENANT, DB, "items", add=[NOTE])
+                record = store.alter_table(TENANT, f"{DB}.items", add=[NOTE])
             elif op.kind == "drop_note" and has_note:
-                record = store.alter_table(TENANT, DB, "items", drop=["note"])
+                record = store.alter_table(TENANT, f"{DB}.items", drop=["note"])
             else:
                 return
             self.schemas["items"].append((record.schema_from_ts, record.schema))
@@ -316,7 +317,7 @@ class Model:
         assert sorted(tables) == ["items", "orders"]
         for table in ("items", "orders"):
             assert tables[table].schema == self.schema_at(table, at_ts), (clone, table)
-            got = store.read(clone, DB, table).to_pylist()
+            got = store.read(clone, f"{DB}.{table}").to_pylist()
             expected = self.expected(table, at_ts) if now is None else now[table]
             assert got == expected, f"{clone}/{table} restored to ts {at_ts}"
         carried = sorted((ts, name) for name, ts in self.snapshots.items() if ts <= at_ts)
@@ -324,11 +325,11 @@ class Model:
         assert [(s.ts, s.name) for s in store.snapshots(clone)][: len(carried)] == carried
         for ts, name in carried:
             for table in ("items", "orders"):
-                got = store.read(clone, DB, table, as_of=name).to_pylist()
+                got = store.read(clone, f"{DB}.{table}", as_of=name).to_pylist()
                 assert got == self.expected(table, ts), f"{clone}/{table} at snapshot {name}"
         for name, rows in own.items():
             for table in ("items", "orders"):
-                got = store.read(clone, DB, table, as_of=name).to_pylist()
+                got = store.read(clone, f"{DB}.{table}", as_of=name).to_pylist()
                 assert got == rows[table], f"{clone}/{table} at its own snapshot {name}"
 
     def write_clone(self, clone: str, at_ts: int, now: dict[str, list[Row]]) -> None:
@@ -347,8 +348,7 @@ class Model:
             schema = self.schema_at(table, at_ts)
             self.store.write(
                 clone,
-                DB,
-                table,
+                f"{DB}.{table}",
                 upserts=pa.Table.from_pylist(upserts, schema=schema.arrow()),
                 deletes=pa.Table.from_pylist(deletes, schema=schema.key_arrow()),
             )
@@ -461,9 +461,9 @@ class Model:
             schema = self.schema_at("items", at_ts)
             row = {n: None for n in schema.names} | {"id": 99, "v": "clone"}
             store.write(
-                clone, DB, "items", upserts=pa.Table.from_pylist([row], schema=schema.arrow())
+                clone, f"{DB}.items", upserts=pa.Table.from_pylist([row], schema=schema.arrow())
             )
-            assert store.read(clone, DB, "items").to_pylist() == sorted(
+            assert store.read(clone, f"{DB}.items").to_pylist() == sorted(
                 [r for r in self.expected("items", at_ts) if r["id"] != 99] + [row],
                 key=lambda r: r["id"],
             )

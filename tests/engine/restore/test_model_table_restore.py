@@ -347,7 +347,7 @@ class Model:
         return [{n: row.get(n) for n in names} for row in self.oracle.read(key, ts)]
 
     def created(self, name: Name) -> None:
-        record = self.store.create_table(name[0], name[1], name[2], BASE)
+        record = self.store.create_table(name[0], f"{name[1]}.{name[2]}", BASE)
         key = self.new_key(record.created_ts, BASE)
         self.names.setdefault(name, []).append(Segment(record.created_ts, key, self.epoch))
         self.points.append((record.created_ts, None))
@@ -400,8 +400,7 @@ class Model:
                 return
             result = store.write(
                 SRC,
-                name[1],
-                name[2],
+                f"{name[1]}.{name[2]}",
                 upserts=pa.Table.from_pylist(upserts, schema=schema.arrow()) if upserts else None,
                 deletes=pa.Table.from_pylist(deletes, schema=schema.key_arrow())
                 if deletes
@@ -423,7 +422,7 @@ class Model:
             if live is None or self.note_added:
                 return
             self.note_added = True
-            record = store.alter_table(SRC, "db", "items", add=[NOTE])
+            record = store.alter_table(SRC, "db.items", add=[NOTE])
             self.schemas[live.key].append((record.schema_from_ts, record.schema))
             self.points.append((record.schema_from_ts, None))
         elif isinstance(op, DropTable):

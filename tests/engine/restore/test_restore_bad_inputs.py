@@ -85,17 +85,17 @@ def world(store: TableStore, clock: Any, s3_server: Any) -> World:
     at(0)
     name = unique("acme")
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
-    store.create_table(name, "db", "users", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
+    store.create_table(name, "db.users", SCHEMA)
     at(1)
-    store.write(name, "db", "items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
-    store.write(name, "db", "users", upserts=rows((1, "u"), (2, "w")))
+    store.write(name, "db.items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
+    store.write(name, "db.users", upserts=rows((1, "u"), (2, "w")))
     at(2)
     mon = store.create_snapshot(name, "mon")
     at(3)
-    store.write(name, "db", "items", upserts=rows((4, "d")), deletes=keys(1))
-    store.write(name, "db", "users", upserts=rows((3, "x")))
-    store.compact(name, "db", "items")
+    store.write(name, "db.items", upserts=rows((4, "d")), deletes=keys(1))
+    store.write(name, "db.users", upserts=rows((3, "x")))
+    store.compact(name, "db.items")
     at(4)
     objects = store.objects_of(name)
     [items_data] = [o for q, o in objects if q == "db.items" and o.kind == "data"]
@@ -261,7 +261,7 @@ def _fails_without_installing(
 def test_missing_object_fails_the_job_naming_the_key_and_installs_nothing(world, which):
     victim = world.items_data if which == "rewritten" else world.users_data
     other_table = "users" if which == "rewritten" else "items"
-    other_rows = world.store.read(world.name, "db", other_table).to_pylist()
+    other_rows = world.store.read(world.name, f"db.{other_table}").to_pylist()
     tenants_before = tenant_rows(world.store)
     world.delete_raw(victim)
 
@@ -269,7 +269,7 @@ def test_missing_object_fails_the_job_naming_the_key_and_installs_nothing(world,
         world, tenants_before, ObjectMissing, rf"{victim.key} is missing.*--resume"
     )
 
-    assert world.store.read(world.name, "db", other_table).to_pylist() == other_rows
+    assert world.store.read(world.name, f"db.{other_table}").to_pylist() == other_rows
     with pytest.raises(ObjectMissing, match=victim.key):
         resume_restore(world.store, job_id)
     assert tenant_rows(world.store) == tenants_before
@@ -279,11 +279,11 @@ def test_missing_object_fails_the_job_naming_the_key_and_installs_nothing(world,
 def test_truncated_object_fails_the_job_as_corrupt_and_installs_nothing(world, which):
     victim = world.items_data if which == "rewritten" else world.users_data
     other_table = "users" if which == "rewritten" else "items"
-    other_rows = world.store.read(world.name, "db", other_table).to_pylist()
+    other_rows = world.store.read(world.name, f"db.{other_table}").to_pylist()
     tenants_before = tenant_rows(world.store)
     data = world.store.objects.get(victim.key)
     world.put_raw(victim, data[: len(data) // 2])
 
     _fails_without_installing(world, tenants_before, CorruptObject, rf"{victim.key} has \d+ bytes")
 
-    assert world.store.read(world.name, "db", other_table).to_pylist() == other_rows
+    assert world.store.read(world.name, f"db.{other_table}").to_pylist() == other_rows

@@ -103,29 +103,28 @@ def scenario(store: TableStore, clock: Any) -> Scenario:
     at(0)
     name = unique("acme")
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
-    store.create_table(name, "db", "users", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
+    store.create_table(name, "db.users", SCHEMA)
     at(1)
-    store.write(name, "db", "items", upserts=rows(*[(i, f"v{i}") for i in range(20)]))
-    store.write(name, "db", "users", upserts=rows(*[(i, f"u{i}") for i in range(1, 7)]))
+    store.write(name, "db.items", upserts=rows(*[(i, f"v{i}") for i in range(20)]))
+    store.write(name, "db.users", upserts=rows(*[(i, f"u{i}") for i in range(1, 7)]))
     at(2)
-    store.write(name, "db", "items", upserts=rows((3, "x")), deletes=keys(3, 4, 5))
-    store.write(name, "db", "users", deletes=keys(2))
+    store.write(name, "db.items", upserts=rows((3, "x")), deletes=keys(3, 4, 5))
+    store.write(name, "db.users", deletes=keys(2))
     at(3)
     mon = store.create_snapshot(name, "mon")
     at(4)
     store.write(
         name,
-        "db",
-        "items",
+        "db.items",
         upserts=rows((1, "y"), (8, "y"), (15, "y"), (19, "y")),
         deletes=keys(6, 12),
     )
-    store.write(name, "db", "users", upserts=rows((7, "n")), deletes=keys(3))
-    store.compact(name, "db", "items", target_bytes=800)
-    store.compact(name, "db", "users")
+    store.write(name, "db.users", upserts=rows((7, "n")), deletes=keys(3))
+    store.compact(name, "db.items", target_bytes=800)
+    store.compact(name, "db.users")
     at(5)
-    store.write(name, "db", "items", upserts=rows((30, "late")))
+    store.write(name, "db.items", upserts=rows((30, "late")))
     at(6)
     reference = restore_tenant(store, name, "mon", to=unique("ref"), executor="local")
     totals = reference.plan.totals()
@@ -492,8 +491,8 @@ def merge_a_late_write(s: Scenario, *, collect: bool = False) -> Any:
     counter = iter(range(100, 200))
 
     def change() -> None:
-        s.store.write(s.name, "db", "items", upserts=rows((next(counter), "late")))
-        s.store.compact(s.name, "db", "items")
+        s.store.write(s.name, "db.items", upserts=rows((next(counter), "late")))
+        s.store.compact(s.name, "db.items")
         if collect:
             report = run_gc(
                 s.store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False

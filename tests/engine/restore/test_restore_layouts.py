@@ -47,7 +47,7 @@ def counts(plan: RestorePlan) -> dict[str, int]:
 def items(
     store: TableStore, tenant: str, as_of: int | str | None = None, table: str = "items"
 ) -> list[tuple[int, str]]:
-    return pairs(store.read(tenant, "db", table, as_of))
+    return pairs(store.read(tenant, f"db.{table}", as_of))
 
 
 def assert_restored_equals_source_at(
@@ -69,8 +69,8 @@ def acme(store: TableStore, at: Minutes) -> str:
     at(0)
     name = unique("acme")
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
-    store.create_table(name, "db", "users", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
+    store.create_table(name, "db.users", SCHEMA)
     return name
 
 
@@ -80,15 +80,15 @@ def acme(store: TableStore, at: Minutes) -> str:
 def test_restore_without_straddling_objects_is_metadata_only(store, at, acme):
     """Objects wholly before S are reused, wholly after skipped; nothing is written."""
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b")))
-    store.write(acme, "db", "users", upserts=rows((7, "u")))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b")))
+    store.write(acme, "db.users", upserts=rows((7, "u")))
     at(2)
-    store.write(acme, "db", "items", upserts=rows((2, "b2")), deletes=keys(1, 2))
+    store.write(acme, "db.items", upserts=rows((2, "b2")), deletes=keys(1, 2))
     at(3)
     mon = store.create_snapshot(acme, "mon")
     at(4)
-    store.write(acme, "db", "items", upserts=rows((3, "c")), deletes=keys(2))
-    store.write(acme, "db", "users", deletes=keys(7))
+    store.write(acme, "db.items", upserts=rows((3, "c")), deletes=keys(2))
+    store.write(acme, "db.users", deletes=keys(7))
     old = store.tenant(acme)
     keys_before = bucket_keys(store)
 
@@ -111,9 +111,9 @@ def test_restore_without_straddling_objects_is_metadata_only(store, at, acme):
 
 def test_restore_to_now_reuses_every_object(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(2)
-    store.write(acme, "db", "items", upserts=rows((2, "b2")), deletes=keys(1, 2))
+    store.write(acme, "db.items", upserts=rows((2, "b2")), deletes=keys(1, 2))
     store.compact(acme)
     now = store.now()
     keys_before = bucket_keys(store)
@@ -130,13 +130,13 @@ def test_restore_to_now_reuses_every_object(store, at, acme):
 
 def test_every_object_straddling_s_is_rewritten_with_exactly_its_rows_at_s(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
     at(2)
-    store.write(acme, "db", "items", upserts=rows((2, "b2")), deletes=keys(2, 3))
+    store.write(acme, "db.items", upserts=rows((2, "b2")), deletes=keys(2, 3))
     at(3)
     mon = store.create_snapshot(acme, "mon")
     at(4)
-    store.write(acme, "db", "items", upserts=rows((3, "c2"), (4, "d")), deletes=keys(1, 3))
+    store.write(acme, "db.items", upserts=rows((3, "c2"), (4, "d")), deletes=keys(1, 3))
     store.compact(acme)
     [data, tomb] = sorted((o for _, o in store.objects_of(acme)), key=lambda o: o.kind)
     assert data.min_ts < mon.ts < data.max_ts and tomb.min_ts < mon.ts < tomb.max_ts
@@ -172,18 +172,18 @@ def test_every_object_straddling_s_is_rewritten_with_exactly_its_rows_at_s(store
 def test_straddling_tombstones_are_rewritten_while_data_before_s_is_reused(store, at, acme):
     """A tombstone before S hides a version in a reused object: losing it resurrects rows."""
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
     at(2)
-    store.write(acme, "db", "items", upserts=rows((4, "d")))
+    store.write(acme, "db.items", upserts=rows((4, "d")))
     at(3)
-    store.write(acme, "db", "items", deletes=keys(1))
+    store.write(acme, "db.items", deletes=keys(1))
     at(4)
     mon = store.create_snapshot(acme, "mon")
     at(5)
-    store.write(acme, "db", "items", deletes=keys(2))
+    store.write(acme, "db.items", deletes=keys(2))
     store.compact(acme)
     at(6)
-    store.write(acme, "db", "items", upserts=rows((5, "e")))
+    store.write(acme, "db.items", upserts=rows((5, "e")))
     old = store.tenant(acme)
     by_kind: dict[str, list[str]] = {}
     for _, o in store.objects_of(acme):
@@ -201,14 +201,14 @@ def test_straddling_tombstones_are_rewritten_while_data_before_s_is_reused(store
 
 def test_tables_created_after_s_are_absent_and_tables_dropped_after_s_are_present(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
-    store.write(acme, "db", "users", upserts=rows((2, "u")))
+    store.write(acme, "db.items", upserts=rows((1, "a")))
+    store.write(acme, "db.users", upserts=rows((2, "u")))
     at(2)
     mon = store.create_snapshot(acme, "mon")
     at(3)
-    store.create_table(acme, "db", "later", SCHEMA)
-    store.write(acme, "db", "later", upserts=rows((3, "x")))
-    store.drop_table(acme, "db", "users")
+    store.create_table(acme, "db.later", SCHEMA)
+    store.write(acme, "db.later", upserts=rows((3, "x")))
+    store.drop_table(acme, "db.users")
     old = store.tenant(acme)
     assert sorted(ddl(store, acme)) == ["db.items", "db.later"]
 
@@ -224,12 +224,12 @@ def test_tables_created_after_s_are_absent_and_tables_dropped_after_s_are_presen
 
 def test_table_dropped_before_s_is_hidden_now_but_readable_at_carried_snapshots(store, at, acme):
     at(1)
-    store.write(acme, "db", "users", upserts=rows((1, "u")))
+    store.write(acme, "db.users", upserts=rows((1, "u")))
     at(2)
     store.create_snapshot(acme, "early")
     at(3)
-    store.drop_table(acme, "db", "users")
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.drop_table(acme, "db.users")
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     at(4)
     mon = store.create_snapshot(acme, "mon")
     old = store.tenant(acme)
@@ -246,11 +246,11 @@ def test_table_dropped_before_s_is_hidden_now_but_readable_at_carried_snapshots(
 def test_restore_to_an_instant_inside_the_pitr_window_reads_as_that_instant(store, at, acme):
     store.set_pitr(acme, 24 * 60 * 60_000_000)
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(2)
-    store.write(acme, "db", "items", upserts=rows((2, "b2")), deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((2, "b2")), deletes=keys(1))
     at(3)
-    store.write(acme, "db", "items", upserts=rows((3, "c")))
+    store.write(acme, "db.items", upserts=rows((3, "c")))
     store.compact(acme)
     point = "2026-01-05T00:02:30Z"  # between the second and third commits
     s = parse_instant(point)
@@ -267,19 +267,18 @@ def test_restore_to_an_instant_inside_the_pitr_window_reads_as_that_instant(stor
 
 def test_restored_tenant_has_the_schema_as_of_s(store, at, acme):
     wide = TableSchema.of([("id", "int64"), ("v", "string"), ("w", "int32")], ["id"])
-    store.create_table(acme, "db", "wide", wide)
+    store.create_table(acme, "db.wide", wide)
     at(1)
     store.write(
-        acme, "db", "wide", upserts=rows((1, "a"), (2, "b")).append_column("w", _int32([10, 20]))
+        acme, "db.wide", upserts=rows((1, "a"), (2, "b")).append_column("w", _int32([10, 20]))
     )
     at(2)
     mon = store.create_snapshot(acme, "mon")
     at(3)
-    store.alter_table(acme, "db", "wide", add=[Column("extra", "string")], drop=["w"])
+    store.alter_table(acme, "db.wide", add=[Column("extra", "string")], drop=["w"])
     store.write(
         acme,
-        "db",
-        "wide",
+        "db.wide",
         upserts=rows((2, "b2"), (3, "c")).append_column("extra", _str(["x", "y"])),
     )
     store.compact(acme)
@@ -292,14 +291,14 @@ def test_restored_tenant_has_the_schema_as_of_s(store, at, acme):
     assert table.schema == wide
     assert counts(outcome.plan)["skip"] == 1  # the object written under the new schema
     assert_restored_equals_source_at(store, acme, old.ref, mon.ts)
-    assert store.read(acme, "db", "wide").to_pylist() == [
+    assert store.read(acme, "db.wide").to_pylist() == [
         {"id": 1, "v": "a", "w": 10},
         {"id": 2, "v": "b", "w": 20},
     ]
     # Writes after the restore follow the schema as of S.
     at(5)
-    store.write(acme, "db", "wide", upserts=rows((4, "d")).append_column("w", _int32([40])))
-    assert [r["id"] for r in store.read(acme, "db", "wide").to_pylist()] == [1, 2, 4]
+    store.write(acme, "db.wide", upserts=rows((4, "d")).append_column("w", _int32([40])))
+    assert [r["id"] for r in store.read(acme, "db.wide").to_pylist()] == [1, 2, 4]
 
 
 def _int32(values: list[int]) -> pa.Array:
@@ -315,11 +314,11 @@ def _str(values: list[str]) -> pa.Array:
 
 def test_in_place_restore_retires_the_old_tenant_and_hands_the_name_to_the_new_one(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     at(2)
     store.create_snapshot(acme, "mon")
     at(3)
-    store.write(acme, "db", "items", upserts=rows((2, "b")))
+    store.write(acme, "db.items", upserts=rows((2, "b")))
     old = store.tenant(acme)
 
     at(4)
@@ -341,11 +340,11 @@ def test_in_place_restore_retires_the_old_tenant_and_hands_the_name_to_the_new_o
     # The retired tenant still reads as it was; it no longer takes writes.
     assert items(store, old.ref) == [(1, "a"), (2, "b")]
     with pytest.raises(TenantDropped, match=old.id):
-        store.write(old.ref, "db", "items", upserts=rows((9, "z")))
+        store.write(old.ref, "db.items", upserts=rows((9, "z")))
     assert items(store, old.ref) == [(1, "a"), (2, "b")]
     # The restored tenant takes writes, and they do not leak into the retired one.
     at(5)
-    store.write(acme, "db", "items", upserts=rows((3, "c")), deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((3, "c")), deletes=keys(1))
     assert items(store, acme) == [(3, "c")]
     assert items(store, old.ref) == [(1, "a"), (2, "b")]
 
@@ -354,19 +353,19 @@ def test_snapshots_up_to_s_are_carried_and_later_ones_stay_restorable_through_li
     store, at, acme
 ):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     at(2)
     early = store.create_snapshot(acme, "early")
     at(3)
-    store.write(acme, "db", "items", upserts=rows((2, "b")))
+    store.write(acme, "db.items", upserts=rows((2, "b")))
     at(4)
     mon = store.create_snapshot(acme, "mon")
     at(5)
-    store.write(acme, "db", "items", upserts=rows((3, "c")), deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((3, "c")), deletes=keys(1))
     at(6)
     wed = store.create_snapshot(acme, "wed")
     at(7)
-    store.write(acme, "db", "items", upserts=rows((4, "d")))
+    store.write(acme, "db.items", upserts=rows((4, "d")))
     store.compact(acme)
     first = store.tenant(acme)
 
@@ -403,17 +402,17 @@ def test_snapshot_taken_between_two_restores_stays_restorable_by_name(store, at,
     restore is never a one-way door, so it must stay readable and restorable by name.
     """
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     at(2)
     store.create_snapshot(acme, "mon")
     at(3)
-    store.write(acme, "db", "items", upserts=rows((2, "b")))
+    store.write(acme, "db.items", upserts=rows((2, "b")))
     at(4)
     store.create_snapshot(acme, "wed")
     at(5)
     restore_tenant(store, acme, "mon", executor="local")
     at(6)
-    store.write(acme, "db", "items", upserts=rows((5, "e")))
+    store.write(acme, "db.items", upserts=rows((5, "e")))
     at(7)
     thu = store.create_snapshot(acme, "thu")
     second = store.tenant(acme)
@@ -432,11 +431,11 @@ def test_snapshot_taken_between_two_restores_stays_restorable_by_name(store, at,
 
 def test_clone_leaves_the_source_untouched(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(2)
     mon = store.create_snapshot(acme, "mon")
     at(3)
-    store.write(acme, "db", "items", upserts=rows((2, "b2")), deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((2, "b2")), deletes=keys(1))
     store.compact(acme)
     before = source_state(store, acme)
     snapshots_before = store.snapshots(acme)
@@ -454,18 +453,18 @@ def test_clone_leaves_the_source_untouched(store, at, acme):
     assert_restored_equals_source_at(store, copy, acme, mon.ts)
     # The clone and the source evolve independently.
     at(5)
-    store.write(copy, "db", "items", upserts=rows((3, "c")))
+    store.write(copy, "db.items", upserts=rows((3, "c")))
     assert items(store, copy) == [(1, "a"), (2, "b"), (3, "c")]
     assert source_state(store, acme) == before
 
 
 def test_undrop_brings_a_retired_tenant_back_under_a_new_name(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a")))
+    store.write(acme, "db.items", upserts=rows((1, "a")))
     at(2)
     store.create_snapshot(acme, "mon")
     at(3)
-    store.write(acme, "db", "items", upserts=rows((2, "b")))
+    store.write(acme, "db.items", upserts=rows((2, "b")))
     old = store.tenant(acme)
     at(4)
     restore_tenant(store, acme, "mon", executor="local")
@@ -481,7 +480,7 @@ def test_undrop_brings_a_retired_tenant_back_under_a_new_name(store, at, acme):
     assert items(store, "acme_old") == [(1, "a"), (2, "b")]
     assert items(store, acme) == [(1, "a")]
     at(5)
-    store.write("acme_old", "db", "items", upserts=rows((3, "c")))
+    store.write("acme_old", "db.items", upserts=rows((3, "c")))
     assert items(store, "acme_old") == [(1, "a"), (2, "b"), (3, "c")]
     assert items(store, acme) == [(1, "a")]
 
@@ -491,14 +490,14 @@ def test_undrop_brings_a_retired_tenant_back_under_a_new_name(store, at, acme):
 
 def test_plan_json_round_trips_exactly(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b")))
-    store.write(acme, "db", "users", upserts=rows((1, "u")))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b")))
+    store.write(acme, "db.users", upserts=rows((1, "u")))
     at(2)
     store.create_snapshot(acme, "mon")
     store.set_pitr(acme, 24 * 3_600_000_000)
     store.set_schedule(acme, first_at_us=3_600_000_000, interval_us=3_600_000_000, retain_count=3)
     at(3)
-    store.write(acme, "db", "items", upserts=rows((3, "c")), deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((3, "c")), deletes=keys(1))
     store.compact(acme)
 
     for to in (None, "clone-target"):
@@ -510,13 +509,13 @@ def test_plan_json_round_trips_exactly(store, at, acme):
 
 def test_verify_full_compares_every_live_table_with_the_source_at_s(store, at, acme):
     at(1)
-    store.write(acme, "db", "items", upserts=rows((1, "a"), (2, "b")))
-    store.write(acme, "db", "users", upserts=rows((1, "u")), deletes=keys(9))
+    store.write(acme, "db.items", upserts=rows((1, "a"), (2, "b")))
+    store.write(acme, "db.users", upserts=rows((1, "u")), deletes=keys(9))
     at(2)
     store.create_snapshot(acme, "mon")
     at(3)
-    store.write(acme, "db", "items", upserts=rows((3, "c")), deletes=keys(1))
-    store.write(acme, "db", "users", deletes=keys(1))
+    store.write(acme, "db.items", upserts=rows((3, "c")), deletes=keys(1))
+    store.write(acme, "db.users", deletes=keys(1))
     store.compact(acme)
 
     outcome = restore_tenant(store, acme, "mon", to=unique("full"), executor="local", verify="full")
@@ -531,22 +530,21 @@ def test_verify_full_compares_every_live_table_with_the_source_at_s(store, at, a
 
 def test_local_and_spark_executors_restore_identical_contents(store, at, acme, spark):
     at(1)
-    store.write(acme, "db", "items", upserts=rows(*[(i, f"v{i}") for i in range(20)]))
-    store.write(acme, "db", "users", upserts=rows((1, "u"), (2, "w")))
+    store.write(acme, "db.items", upserts=rows(*[(i, f"v{i}") for i in range(20)]))
+    store.write(acme, "db.users", upserts=rows((1, "u"), (2, "w")))
     at(2)
-    store.write(acme, "db", "items", upserts=rows((3, "x")), deletes=keys(3, 4, 5))
+    store.write(acme, "db.items", upserts=rows((3, "x")), deletes=keys(3, 4, 5))
     at(3)
     mon = store.create_snapshot(acme, "mon")
     at(4)
     store.write(
         acme,
-        "db",
-        "items",
+        "db.items",
         upserts=rows((1, "y"), (8, "y"), (15, "y"), (19, "y")),
         deletes=keys(6, 12),
     )
-    store.write(acme, "db", "users", deletes=keys(1))
-    store.compact(acme, "db", "items", target_bytes=1_000)  # several objects, each straddling S
+    store.write(acme, "db.users", deletes=keys(1))
+    store.compact(acme, "db.items", target_bytes=1_000)  # several objects, each straddling S
 
     by_executor = {}
     for executor in ("local", "spark"):

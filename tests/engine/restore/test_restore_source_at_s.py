@@ -69,22 +69,22 @@ def acme(store: TableStore, at: Minutes) -> str:
     at(0)
     name = unique("acme")
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     at(1)
-    store.write(name, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(name, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(2)
-    store.write(name, "db", "items", upserts=rows((3, "c")), deletes=keys(1))
+    store.write(name, "db.items", upserts=rows((3, "c")), deletes=keys(1))
     return name
 
 
 def test_verify_full_of_a_restore_at_now_survives_a_write_to_the_source(store, at, acme):
     """S = now is protected when planned, not after the source's next write: the
     verification reads the pinned objects, so the write changes nothing."""
-    expected = pairs(store.read(acme, "db", "items"))
+    expected = pairs(store.read(acme, "db.items"))
 
     def later_write() -> None:
         at(5)
-        store.write(acme, "db", "items", upserts=rows((9, "late")), deletes=keys(2))
+        store.write(acme, "db.items", upserts=rows((9, "late")), deletes=keys(2))
 
     outcome = restore_tenant(
         store,
@@ -97,23 +97,23 @@ def test_verify_full_of_a_restore_at_now_survives_a_write_to_the_source(store, a
     )
 
     assert outcome.tables_compared == 1
-    assert pairs(store.read(outcome.tenant.name, "db", "items")) == expected
+    assert pairs(store.read(outcome.tenant.name, "db.items")) == expected
     # S is no longer protected: only the job's pins read it
     with pytest.raises(
         UnprotectedTime,
         match=rf"time {outcome.plan.at_ts} .* is not protected for tenant '{re.escape(acme)}'",
     ):
-        store.read(acme, "db", "items", outcome.plan.at_ts)
+        store.read(acme, "db.items", outcome.plan.at_ts)
 
 
 def test_resume_of_a_restore_at_now_verifies_after_the_source_moved_on(store, at, acme):
     """A job planned at now fails after the source was written; its resume
     verifies in full from the pins and installs the source as it was at S."""
-    expected = pairs(store.read(acme, "db", "items"))
+    expected = pairs(store.read(acme, "db.items"))
 
     def write_then_fail() -> None:
         at(5)
-        store.write(acme, "db", "items", upserts=rows((9, "late")))
+        store.write(acme, "db.items", upserts=rows((9, "late")))
         raise TaskFailed("injected: the rewrite step dies after the source was written")
 
     with pytest.raises(TaskFailed, match="injected") as failure:
@@ -133,4 +133,4 @@ def test_resume_of_a_restore_at_now_verifies_after_the_source_moved_on(store, at
 
     assert outcome.tables_compared == 1
     assert outcome.tenant.name == acme  # in place: the name went to the restored tenant
-    assert pairs(store.read(acme, "db", "items")) == expected
+    assert pairs(store.read(acme, "db.items")) == expected

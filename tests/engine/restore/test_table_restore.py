@@ -31,7 +31,7 @@ from tests.helpers.item_rows import SCHEMA, keys, pairs, rows
 
 def content(store: TableStore, tenant: str, table: str, as_of: Any = None) -> list[tuple[int, str]]:
     database, name = table.split(".")
-    return pairs(store.read(tenant, database, name, as_of))
+    return pairs(store.read(tenant, f"{database}.{name}", as_of))
 
 
 @pytest.fixture
@@ -40,13 +40,13 @@ def shop(store: TableStore) -> TableStore:
     first writes, then a bad delete on orders and a good write on users."""
     store.create_tenant("acme")
     store.set_pitr("acme", 3_600_000_000)  # an hour: every time since is protected
-    store.create_table("acme", "shop", "orders", SCHEMA)
-    store.create_table("acme", "shop", "users", SCHEMA)
-    store.write("acme", "shop", "orders", upserts=rows((1, "a"), (2, "b"), (3, "c")))
-    store.write("acme", "shop", "users", upserts=rows((1, "ann")))
+    store.create_table("acme", "shop.orders", SCHEMA)
+    store.create_table("acme", "shop.users", SCHEMA)
+    store.write("acme", "shop.orders", upserts=rows((1, "a"), (2, "b"), (3, "c")))
+    store.write("acme", "shop.users", upserts=rows((1, "ann")))
     store.create_snapshot("acme", "s")
-    store.write("acme", "shop", "orders", deletes=keys(1, 2))
-    store.write("acme", "shop", "users", upserts=rows((2, "bob")))
+    store.write("acme", "shop.orders", deletes=keys(1, 2))
+    store.write("acme", "shop.users", upserts=rows((2, "bob")))
     return store
 
 
@@ -61,13 +61,13 @@ def test_a_table_comes_back_and_the_other_tables_keep_their_later_writes(shop: T
     restore_table(shop, "acme", "shop.orders", before, executor="local")
     assert content(shop, "acme", "shop.orders") == [(3, "c")]
     # and the restored table takes writes
-    shop.write("acme", "shop", "orders", upserts=rows((4, "d")))
+    shop.write("acme", "shop.orders", upserts=rows((4, "d")))
     assert content(shop, "acme", "shop.orders") == [(3, "c"), (4, "d")]
 
 
 def test_a_straddling_object_is_rewritten_and_the_rest_reused(shop: TableStore) -> None:
-    shop.write("acme", "shop", "orders", upserts=rows((4, "d")))
-    shop.compact("acme", "shop", "orders")  # objects across S
+    shop.write("acme", "shop.orders", upserts=rows((4, "d")))
+    shop.compact("acme", "shop.orders")  # objects across S
     outcome = restore_table(shop, "acme", "shop.orders", "s", executor="local", verify="full")
     assert outcome.rewritten >= 1 and outcome.tables_compared == 1
     assert content(shop, "acme", "shop.orders") == [(1, "a"), (2, "b"), (3, "c")]
@@ -90,7 +90,7 @@ def test_to_makes_a_new_table_beside_it_and_to_tenant_one_in_another_tenant(
 
 
 def test_a_table_dropped_since_s_comes_back(shop: TableStore) -> None:
-    shop.drop_table("acme", "shop", "orders")
+    shop.drop_table("acme", "shop.orders")
     restore_table(shop, "acme", "shop.orders", "s", executor="local")
     assert content(shop, "acme", "shop.orders") == [(1, "a"), (2, "b"), (3, "c")]
 
@@ -99,13 +99,13 @@ def test_writes_to_the_table_are_refused_while_its_job_runs(shop: TableStore) ->
     plan = plan_table_restore(shop.catalog, "acme", "shop.orders", "s")
     start_job(shop.catalog, plan, executor="local", verify="objects")
     with pytest.raises(TableBeingRestored, match=plan.job_id):
-        shop.write("acme", "shop", "orders", upserts=rows((9, "z")))
+        shop.write("acme", "shop.orders", upserts=rows((9, "z")))
     with pytest.raises(
         TableBeingRestored,
         match=rf"table shop\.orders of tenant 'acme' is being restored by job {plan.job_id}",
     ):
-        shop.drop_table("acme", "shop", "orders")
-    shop.write("acme", "shop", "users", upserts=rows((3, "cy")))  # other tables: fine
+        shop.drop_table("acme", "shop.orders")
+    shop.write("acme", "shop.users", upserts=rows((3, "cy")))  # other tables: fine
     with pytest.raises(
         RestoreInProgress, match=rf"tenant 'acme' already has restore job {plan.job_id}"
     ):
@@ -113,13 +113,13 @@ def test_writes_to_the_table_are_refused_while_its_job_runs(shop: TableStore) ->
     resume_restore(shop, plan.job_id)
     assert content(shop, "acme", "shop.orders") == [(1, "a"), (2, "b"), (3, "c")]
     assert content(shop, "acme", "shop.users") == [(1, "ann"), (2, "bob"), (3, "cy")]
-    shop.write("acme", "shop", "orders", upserts=rows((9, "z")))  # released at install
+    shop.write("acme", "shop.orders", upserts=rows((9, "z")))  # released at install
 
 
 def test_a_cancelled_table_restore_changes_nothing_and_releases_the_table(
     shop: TableStore,
 ) -> None:
-    shop.compact("acme", "shop", "orders", full=True)
+    shop.compact("acme", "shop.orders", full=True)
     before = {o.id for _, o in shop.objects_of("acme")}
     plan = plan_table_restore(shop.catalog, "acme", "shop.orders", "s")
     start_job(shop.catalog, plan, executor="local", verify="objects")
@@ -127,7 +127,7 @@ def test_a_cancelled_table_restore_changes_nothing_and_releases_the_table(
     assert content(shop, "acme", "shop.orders") == [(3, "c")]
     assert content(shop, "acme", "shop.users") == [(1, "ann"), (2, "bob")]
     assert {o.id for _, o in shop.objects_of("acme")} == before
-    shop.write("acme", "shop", "orders", upserts=rows((9, "z")))
+    shop.write("acme", "shop.orders", upserts=rows((9, "z")))
     # every object of the tenant is still there (cancel deleted only the job's prefixes)
     for _, record in shop.objects_of("acme"):
         assert shop.objects.head(record.key) is not None
@@ -136,11 +136,11 @@ def test_a_cancelled_table_restore_changes_nothing_and_releases_the_table(
 def test_a_database_restore_drops_later_tables_and_brings_back_dropped_ones(
     shop: TableStore,
 ) -> None:
-    shop.drop_table("acme", "shop", "users")
-    shop.create_table("acme", "shop", "later", SCHEMA)
-    shop.write("acme", "shop", "later", upserts=rows((7, "x")))
-    shop.create_table("acme", "other", "kept", SCHEMA)
-    shop.write("acme", "other", "kept", upserts=rows((8, "y")))
+    shop.drop_table("acme", "shop.users")
+    shop.create_table("acme", "shop.later", SCHEMA)
+    shop.write("acme", "shop.later", upserts=rows((7, "x")))
+    shop.create_table("acme", "other.kept", SCHEMA)
+    shop.write("acme", "other.kept", upserts=rows((8, "y")))
     before = shop.now()
     outcome = restore_database(shop, "acme", "shop", "s", executor="local")
     assert outcome.plan.scope == "database"
@@ -163,9 +163,9 @@ def test_a_database_restore_to_a_new_name_and_to_another_tenant(shop: TableStore
 def test_undrop_brings_back_the_last_dropped_table_while_its_history_is_retained(
     shop: TableStore,
 ) -> None:
-    shop.drop_table("acme", "shop", "orders")
-    shop.create_table("acme", "shop", "orders", SCHEMA)
-    shop.write("acme", "shop", "orders", upserts=rows((5, "new")))
+    shop.drop_table("acme", "shop.orders")
+    shop.create_table("acme", "shop.orders", SCHEMA)
+    shop.write("acme", "shop.orders", upserts=rows((5, "new")))
     with pytest.raises(AlreadyExists, match="--as"):
         undrop_table(shop, "acme", "shop.orders", executor="local")
     undrop_table(shop, "acme", "shop.orders", as_name="shop.orders_old", executor="local")
@@ -179,11 +179,11 @@ def test_undrop_retained_by_a_snapshot_alone_verifies_in_full(store: TableStore)
     # The drop ts - 1 is no protected time (no PITR): the snapshot before the
     # drop only retains the table. Undrop and its full verification still work.
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
-    store.write("acme", "db", "t", upserts=rows((1, "a")))
+    store.create_table("acme", "db.t", SCHEMA)
+    store.write("acme", "db.t", upserts=rows((1, "a")))
     store.create_snapshot("acme", "before")
-    store.write("acme", "db", "t", upserts=rows((2, "b")))
-    store.drop_table("acme", "db", "t")
+    store.write("acme", "db.t", upserts=rows((2, "b")))
+    store.drop_table("acme", "db.t")
     outcome = undrop_table(store, "acme", "db.t", executor="local", verify="full")
     assert outcome.tables_compared == 1
     # The point is the µs before the drop, and its label says so.
@@ -195,9 +195,9 @@ def test_undrop_refuses_once_no_protected_time_reaches_back_before_the_drop(
     store: TableStore,
 ) -> None:
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
-    store.write("acme", "db", "t", upserts=rows((1, "a")))
-    store.drop_table("acme", "db", "t")
+    store.create_table("acme", "db.t", SCHEMA)
+    store.write("acme", "db.t", upserts=rows((1, "a")))
+    store.drop_table("acme", "db.t")
     with pytest.raises(UnprotectedTime, match="no longer retained"):
         undrop_table(store, "acme", "db.t", executor="local")
 
@@ -218,7 +218,7 @@ def test_bad_input_changes_nothing(shop: TableStore) -> None:
 def test_gc_keeps_what_the_restored_table_and_the_undo_window_need(shop: TableStore) -> None:
     restore_table(shop, "acme", "shop.orders", "s", executor="local")
     before = shop.now()
-    shop.compact("acme", "shop", "orders", full=True)
+    shop.compact("acme", "shop.orders", full=True)
     run_gc(shop, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
     assert content(shop, "acme", "shop.orders") == [(1, "a"), (2, "b"), (3, "c")]
     assert content(shop, "acme", "shop.orders", before) == [(1, "a"), (2, "b"), (3, "c")]
@@ -230,8 +230,8 @@ def test_a_tenant_restore_carries_a_database_whose_tables_were_all_dropped(
 ) -> None:
     # DDL as of S includes an empty database; a later database restore into it works
     store.create_tenant("acme")
-    store.create_table("acme", "empty", "t", SCHEMA)
-    store.drop_table("acme", "empty", "t")
+    store.create_table("acme", "empty.t", SCHEMA)
+    store.drop_table("acme", "empty.t")
     store.create_snapshot("acme", "s")
     restore_tenant(store, "acme", "s", to="copy", executor="local")
     with store.catalog.snapshot() as tx:

@@ -56,14 +56,14 @@ def tenant(store: TableStore, name: str) -> None:
     store.create_tenant(name)
     store.set_pitr(name, 3_600_000_000)
     for database, table in (("shop", "orders"), ("shop", "users"), ("aux", "kept")):
-        store.create_table(name, database, table, SCHEMA)
-        store.write(name, database, table, upserts=rows((1, "a"), (2, "b")))
+        store.create_table(name, f"{database}.{table}", SCHEMA)
+        store.write(name, f"{database}.{table}", upserts=rows((1, "a"), (2, "b")))
     store.create_snapshot(name, "s")
-    store.write(name, "shop", "orders", upserts=rows((3, "c")), deletes=keys(1))
-    store.compact(name, "shop", "orders")  # one object across S: rewritten
-    store.create_table(name, "shop", "later", SCHEMA)
+    store.write(name, "shop.orders", upserts=rows((3, "c")), deletes=keys(1))
+    store.compact(name, "shop.orders")  # one object across S: rewritten
+    store.create_table(name, "shop.later", SCHEMA)
     for database, table in (("shop", "users"), ("aux", "kept")):
-        store.write(name, database, table, upserts=rows((9, "late")))
+        store.write(name, f"{database}.{table}", upserts=rows((9, "late")))
 
 
 Restore = Callable[[TableStore, str], RestoreOutcome]
@@ -124,4 +124,4 @@ def test_a_kill_between_any_two_catalog_writes_leaves_before_or_after_and_resume
                 restore(store, name)
             assert reads(store, name) == after, where
             # the table takes writes again (no hold left behind)
-            store.write(name, "shop", "orders", upserts=rows((5, "e")))
+            store.write(name, "shop.orders", upserts=rows((5, "e")))

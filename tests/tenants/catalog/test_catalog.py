@@ -57,12 +57,12 @@ def test_commit_ts_is_strictly_increasing_even_when_the_clock_goes_backwards(
     created = store.create_tenant("acme").created_ts
     assert created == ahead  # a clock ahead of every commit is used as is
     clock.fixed = ahead - 86_400_000_000  # the clock steps back a day
-    table_ts = store.create_table("acme", "db", "t", SCHEMA).created_ts
-    stamps = [store.write("acme", "db", "t", upserts=batch(k)).ts for k in range(5)]
+    table_ts = store.create_table("acme", "db.t", SCHEMA).created_ts
+    stamps = [store.write("acme", "db.t", upserts=batch(k)).ts for k in range(5)]
     assert [table_ts, *stamps] == [created + 1 + i for i in range(6)]
     assert store.now() == stamps[-1]
     clock.fixed = ahead + 1_000  # and forward again
-    assert store.write("acme", "db", "t", upserts=batch(9)).ts == ahead + 1_000
+    assert store.write("acme", "db.t", upserts=batch(9)).ts == ahead + 1_000
 
 
 def test_commit_ts_is_allocated_once_per_transaction(store: TableStore, clock: ManualClock) -> None:
@@ -77,7 +77,7 @@ def test_rolled_back_transaction_does_not_advance_the_clock(
     store: TableStore, clock: ManualClock
 ) -> None:
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
+    store.create_table("acme", "db.t", SCHEMA)
     last = store.now()
     clock.fixed = last - 1_000  # behind: the next ts is exactly last + 1
     with pytest.raises(RuntimeError, match="abort"), store.catalog.transaction() as tx:
@@ -90,23 +90,23 @@ def test_rolled_back_transaction_does_not_advance_the_clock(
         SchemaMismatch,
         match=r"batch for acme/db\.t does not match the table schema: missing columns \['v'\]",
     ):
-        store.write("acme", "db", "t", upserts=pa.table({"k": [1]}))
+        store.write("acme", "db.t", upserts=pa.table({"k": [1]}))
     assert store.now() == last
-    assert store.write("acme", "db", "t", upserts=batch(1)).ts == last + 1
+    assert store.write("acme", "db.t", upserts=batch(1)).ts == last + 1
 
 
 def test_concurrent_commits_get_distinct_ts_in_commit_order(store: TableStore) -> None:
     """Reads at each commit ts see exactly the commits with ts <= it."""
     store.create_tenant("acme")
     store.set_pitr("acme", 86_400_000_000)
-    store.create_table("acme", "db", "t", SCHEMA)
+    store.create_table("acme", "db.t", SCHEMA)
     results: dict[int, int] = {}
     errors: list[BaseException] = []
 
     def writer(base: int) -> None:
         try:
             for k in range(base, base + 4):
-                results[k] = store.write("acme", "db", "t", upserts=batch(k)).ts
+                results[k] = store.write("acme", "db.t", upserts=batch(k)).ts
         except BaseException as e:  # surfaced below
             errors.append(e)
 
@@ -118,7 +118,7 @@ def test_concurrent_commits_get_distinct_ts_in_commit_order(store: TableStore) -
     assert errors == []
     assert len(set(results.values())) == len(results) == 12
     for ts in sorted(results.values()):
-        visible = [r["k"] for r in store.read("acme", "db", "t", ts).to_pylist()]
+        visible = [r["k"] for r in store.read("acme", "db.t", ts).to_pylist()]
         assert visible == sorted(k for k, written in results.items() if written <= ts)
 
 
@@ -261,13 +261,13 @@ def test_reopening_a_catalog_keeps_its_clock_and_data(
     uri = new_catalog_uri()
     store = TableStore.open(uri, f"file://{tmp_path / 'wh'}")
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
-    ts = store.write("acme", "db", "t", upserts=batch(1, 2)).ts
+    store.create_table("acme", "db.t", SCHEMA)
+    ts = store.write("acme", "db.t", upserts=batch(1, 2)).ts
     store.close()
     reopened = TableStore.open(uri, f"file://{tmp_path / 'wh'}")
     try:
         assert reopened.now() == ts
-        assert reopened.read("acme", "db", "t").to_pylist() == [
+        assert reopened.read("acme", "db.t").to_pylist() == [
             {"k": 1, "v": "v1"},
             {"k": 2, "v": "v2"},
         ]

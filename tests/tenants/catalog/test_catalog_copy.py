@@ -59,11 +59,11 @@ def source(tmp_path: Path, s3_server: EmbeddedS3, bucket: str) -> tuple[str, str
     store = TableStore.open(uri, warehouse, s3=s3_server.settings)
     try:
         store.create_tenant("acme")
-        store.create_table("acme", "db", "items", SCHEMA)
-        store.write("acme", "db", "items", upserts=rows(range(10), "a"))
+        store.create_table("acme", "db.items", SCHEMA)
+        store.write("acme", "db.items", upserts=rows(range(10), "a"))
         store.create_snapshot("acme", "before")
-        store.alter_table("acme", "db", "items", add=[Column("note", "string")])
-        store.write("acme", "db", "items", deletes=pa.table({"id": pa.array([1, 2], pa.int64())}))
+        store.alter_table("acme", "db.items", add=[Column("note", "string")])
+        store.write("acme", "db.items", deletes=pa.table({"id": pa.array([1, 2], pa.int64())}))
         store.set_pitr("acme", 3_600_000_000)
         store.set_schedule("acme", first_at_us=0, interval_us=3_600_000_000, retain_count=3)
         store.create_tenant("gone")
@@ -94,12 +94,12 @@ def test_copy_to_postgres_and_back_keeps_every_row_and_the_warehouse(
     for copy in (pg, back):
         store = TableStore.open(copy, warehouse, s3=s3_server.settings)  # same catalog id
         try:
-            assert store.read("acme", "db", "items").column("id").to_pylist() == list(range(10))
-            assert store.read("acme-copy", "db", "items").num_rows == 10
+            assert store.read("acme", "db.items").column("id").to_pylist() == list(range(10))
+            assert store.read("acme-copy", "db.items").num_rows == 10
             assert sorted(t.name for t in store.tenants(include_dropped=True)) == sorted(
                 ["acme", "acme", "acme-copy", "gone"]
             )
-            store.write("acme", "db", "items", upserts=rows(range(20, 21), "new"))
+            store.write("acme", "db.items", upserts=rows(range(20, 21), "new"))
             assert store.now() > max(r[0][1] for r in expected["clock"])  # the clock moved on
         finally:
             store.close()

@@ -41,9 +41,9 @@ class RecordingTx:
 def query_plan(store: TableStore, run: Callable[[Any, str, int], object]) -> list[str]:
     """SQLite's plan (one line per step) for every statement ``run(tx, table_id, ts)`` issues."""
     store.create_tenant("acme")
-    table = store.create_table("acme", "db", "items", SCHEMA)
+    table = store.create_table("acme", "db.items", SCHEMA)
     for i in range(3):
-        store.write("acme", "db", "items", upserts=rows((i, "x")))
+        store.write("acme", "db.items", upserts=rows((i, "x")))
     with store.catalog.snapshot() as tx:
         recording = RecordingTx(tx)
         run(recording, table.id, tx.last_ts())

@@ -91,8 +91,8 @@ def test_other_tenant_commands_run_while_a_commit_uploads(
     writer, other = two_stores
     for name in ("a", "b"):
         writer.create_tenant(name)
-        writer.create_table(name, "db", "t", SCHEMA)
-    other.write("b", "db", "t", upserts=rows(range(3)))
+        writer.create_table(name, "db.t", SCHEMA)
+    other.write("b", "db.t", upserts=rows(range(3)))
     release = threading.Event()
     uploading = threading.Event()
 
@@ -101,7 +101,7 @@ def test_other_tenant_commands_run_while_a_commit_uploads(
         assert release.wait(60), "the test never released the upload"
 
     after_uploads(writer, slow)
-    load = threading.Thread(target=lambda: writer.write("a", "db", "t", upserts=rows(range(100))))
+    load = threading.Thread(target=lambda: writer.write("a", "db.t", upserts=rows(range(100))))
     load.start()
     try:
         assert uploading.wait(30)
@@ -109,15 +109,15 @@ def test_other_tenant_commands_run_while_a_commit_uploads(
         # Before the change the upload ran inside the write transaction, so
         # these waited for it (60 s, then CatalogBusy).
         snap = other.create_snapshot("b", "while-a-uploads")
-        other.write("b", "db", "t", upserts=rows(range(3, 6)))
-        read = other.read("b", "db", "t")
+        other.write("b", "db.t", upserts=rows(range(3, 6)))
+        read = other.read("b", "db.t")
         assert time.monotonic() - started < 20
         assert read.num_rows == 6
     finally:
         release.set()
         load.join(60)
-    assert writer.read("a", "db", "t").num_rows == 100
-    assert other.read("b", "db", "t", as_of=snap.name).num_rows == 3
+    assert writer.read("a", "db.t").num_rows == 100
+    assert other.read("b", "db.t", as_of=snap.name).num_rows == 3
 
 
 def test_a_commit_that_lost_its_table_starts_over_on_the_new_schema(
@@ -125,11 +125,11 @@ def test_a_commit_that_lost_its_table_starts_over_on_the_new_schema(
 ) -> None:
     writer, other = two_stores
     writer.create_tenant("a")
-    writer.create_table("a", "db", "t", SCHEMA)
-    during_upload(writer, lambda: other.alter_table("a", "db", "t", drop=["v"]))
+    writer.create_table("a", "db.t", SCHEMA)
+    during_upload(writer, lambda: other.alter_table("a", "db.t", drop=["v"]))
     with pytest.raises(SchemaMismatch, match="unexpected columns \\['v'\\]"):
-        writer.write("a", "db", "t", upserts=rows(range(5)))
-    assert writer.read("a", "db", "t").num_rows == 0
+        writer.write("a", "db.t", upserts=rows(range(5)))
+    assert writer.read("a", "db.t").num_rows == 0
     assert writer.objects_of("a") == [], "the first attempt's upload is deleted"
     assert [i.key for i in writer.objects.list("tenants/")] == []
 
@@ -139,18 +139,18 @@ def test_a_commit_to_a_tenant_restored_meanwhile_lands_in_the_new_tenant(
 ) -> None:
     writer, other = two_stores
     writer.create_tenant("a")
-    writer.create_table("a", "db", "t", SCHEMA)
-    writer.write("a", "db", "t", upserts=rows(range(3)))
+    writer.create_table("a", "db.t", SCHEMA)
+    writer.write("a", "db.t", upserts=rows(range(3)))
     old = writer.tenant("a")
     snap = writer.create_snapshot("a", "s")
     during_upload(writer, lambda: restore_tenant(other, "a", snap.name, executor="local"))
-    result = writer.write("a", "db", "t", upserts=rows(range(10, 12)))
+    result = writer.write("a", "db.t", upserts=rows(range(10, 12)))
     new = writer.tenant("a")
     assert new.id != old.id
     records = {o.id: o for _, o in writer.objects_of("a")}
     assert records[result.object_ids[0]].key.startswith(f"tenants/{new.id}/")
-    assert writer.read("a", "db", "t").num_rows == 5
-    assert writer.read(old.ref, "db", "t").num_rows == 3
+    assert writer.read("a", "db.t").num_rows == 5
+    assert writer.read(old.ref, "db.t").num_rows == 3
 
 
 def test_only_present_delete_reads_again_when_the_tenant_changed(
@@ -158,20 +158,20 @@ def test_only_present_delete_reads_again_when_the_tenant_changed(
 ) -> None:
     writer, other = two_stores
     writer.create_tenant("a")
-    writer.create_table("a", "db", "t", SCHEMA)
-    writer.write("a", "db", "t", upserts=rows(range(4)))
+    writer.create_table("a", "db.t", SCHEMA)
+    writer.write("a", "db.t", upserts=rows(range(4)))
     # While the delete of keys 0..5 uploads, key 4 appears and key 0 goes:
     # counted against the stale read, the delete would report 4 keys deleted.
     during_upload(
         writer,
         lambda: other.write(
-            "a", "db", "t", upserts=rows(range(4, 5)), deletes=rows(range(1)).select(["id"])
+            "a", "db.t", upserts=rows(range(4, 5)), deletes=rows(range(1)).select(["id"])
         ),
     )
     keys = pa.table({"id": pa.array(range(6), pa.int64())})
-    result = writer.write("a", "db", "t", deletes=keys, only_present=True)
+    result = writer.write("a", "db.t", deletes=keys, only_present=True)
     assert result.deleted == 4  # keys 1, 2, 3 and 4, read again after the conflict
-    assert writer.read("a", "db", "t").num_rows == 0
+    assert writer.read("a", "db.t").num_rows == 0
 
 
 def test_a_commit_that_keeps_losing_gives_up_with_a_clear_error(
@@ -179,28 +179,28 @@ def test_a_commit_that_keeps_losing_gives_up_with_a_clear_error(
 ) -> None:
     writer, other = two_stores
     writer.create_tenant("a")
-    writer.create_table("a", "db", "t", SCHEMA)
-    writer.write("a", "db", "t", upserts=rows(range(4)))
+    writer.create_table("a", "db.t", SCHEMA)
+    writer.write("a", "db.t", upserts=rows(range(4)))
     counter = iter(range(100, 200))
     during_upload(
         writer,
-        lambda: other.write("a", "db", "t", upserts=rows(range(next(counter), 200))),
+        lambda: other.write("a", "db.t", upserts=rows(range(next(counter), 200))),
         times=WRITE_ATTEMPTS,
     )
     keys = pa.table({"id": pa.array(range(2), pa.int64())})
     with pytest.raises(ConcurrentModification, match="tenant a@"):
-        writer.write("a", "db", "t", deletes=keys, only_present=True)
-    assert writer.read("a", "db", "t").num_rows > 4  # the other writer's rows, none deleted
+        writer.write("a", "db.t", deletes=keys, only_present=True)
+    assert writer.read("a", "db.t").num_rows > 4  # the other writer's rows, none deleted
     registered = {o.key for _, o in writer.objects_of("a")}
     assert {i.key for i in writer.objects.list("tenants/")} == registered
 
 
 def test_commit_objects_inherit_their_commit_ts(store: TableStore) -> None:
     store.create_tenant("a")
-    store.create_table("a", "db", "t", SCHEMA)
-    first = store.write("a", "db", "t", upserts=rows(range(3)))
+    store.create_table("a", "db.t", SCHEMA)
+    first = store.write("a", "db.t", upserts=rows(range(3)))
     store.create_snapshot("a", "first")
-    second = store.write("a", "db", "t", upserts=rows(range(2), "y"))
+    second = store.write("a", "db.t", upserts=rows(range(2), "y"))
     records = {o.id: o for _, o in store.objects_of("a")}
     for result in (first, second):
         record = records[result.object_ids[0]]
@@ -210,12 +210,12 @@ def test_commit_objects_inherit_their_commit_ts(store: TableStore) -> None:
         events = read_object(store.objects, record)
         assert events.column(TS).to_pylist() == [result.ts] * events.num_rows
         assert len(raw) == record.bytes
-    assert store.read("a", "db", "t", as_of="first").column("v").to_pylist() == ["x"] * 3
+    assert store.read("a", "db.t", as_of="first").column("v").to_pylist() == ["x"] * 3
 
 
 def test_a_ts_less_object_recorded_with_a_ts_range_is_corrupt(store: TableStore) -> None:
     tenant = store.create_tenant("a")
-    table = store.create_table("a", "db", "t", SCHEMA)
+    table = store.create_table("a", "db.t", SCHEMA)
     record = write_commit_object(
         store.objects,
         rows(range(3)),
@@ -240,7 +240,7 @@ def test_uniqueness_is_the_databases_to_enforce(two_stores: tuple[TableStore, Ta
 
     store, _ = two_stores
     tenant = store.create_tenant("a")
-    table = store.create_table("a", "db", "t", SCHEMA)
+    table = store.create_table("a", "db.t", SCHEMA)
     store.create_snapshot("a", "s")
     before = (store.tenants(), store.tables("a"), store.snapshots("a"))
     with pytest.raises(AlreadyExists, match="active tenant named 'a'"):

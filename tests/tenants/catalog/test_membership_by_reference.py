@@ -41,9 +41,9 @@ def tenant_of_objects(store: TableStore, name: str, objects: int) -> None:
     """A tenant of two tables holding ``objects`` objects each, then a snapshot."""
     store.create_tenant(name)
     for table in ("items", "more"):
-        store.create_table(name, "db", table, SCHEMA)
+        store.create_table(name, f"db.{table}", SCHEMA)
         for i in range(objects):
-            store.write(name, "db", table, upserts=rows((i, f"v{i}")))
+            store.write(name, f"db.{table}", upserts=rows((i, f"v{i}")))
     store.create_snapshot(name, "snap")
 
 
@@ -116,8 +116,8 @@ def test_a_restore_sends_as_many_statements_for_12_tables_as_for_2(
     for name, tables in (("few", 2), ("many", 12)):
         store.create_tenant(name)
         for t in range(tables):
-            store.create_table(name, "db", f"t{t:02d}", SCHEMA)
-            store.write(name, "db", f"t{t:02d}", upserts=rows((t, "a")))
+            store.create_table(name, f"db.t{t:02d}", SCHEMA)
+            store.write(name, f"db.t{t:02d}", upserts=rows((t, "a")))
         store.create_snapshot(name, "snap")
         restore_tenant(store, name, "snap", to=f"{name}-tmp", executor="local")  # a base to inherit
         counts.append(
@@ -142,15 +142,15 @@ def test_clones_of_clones_stay_isolated_through_compaction_purge_and_gc(
     store: TableStore,
 ) -> None:
     store.create_tenant("a")
-    store.create_table("a", "db", "items", SCHEMA)
+    store.create_table("a", "db.items", SCHEMA)
     for i in range(4):
-        store.write("a", "db", "items", upserts=rows((i, f"a{i}")))
+        store.write("a", "db.items", upserts=rows((i, f"a{i}")))
     store.create_snapshot("a", "s1")
-    expected_b = store.read("a", "db", "items").to_pylist()
+    expected_b = store.read("a", "db.items").to_pylist()
     restore_tenant(store, "a", "s1", to="b", executor="local")
-    store.write("b", "db", "items", upserts=rows((10, "b10")), deletes=rows((0, "")).select(["id"]))
+    store.write("b", "db.items", upserts=rows((10, "b10")), deletes=rows((0, "")).select(["id"]))
     store.create_snapshot("b", "s2")
-    expected_c = store.read("b", "db", "items").to_pylist()
+    expected_c = store.read("b", "db.items").to_pylist()
     restore_tenant(store, "b", "s2", to="c", executor="local")
     # depth 2: c inherits b (its own rows) and, through b, a
     [c_table] = store.tables("c")
@@ -159,24 +159,24 @@ def test_clones_of_clones_stay_isolated_through_compaction_purge_and_gc(
 
     # both sides go on: a writes and fully compacts (its members end), b compacts
     # its inherited objects (shadows), then b is dropped and purged
-    store.write("a", "db", "items", upserts=rows((1, "a-later")))
+    store.write("a", "db.items", upserts=rows((1, "a-later")))
     store.compact("a", full=True, target_bytes=DEFAULT_TARGET_BYTES)
     store.compact("b", full=True, target_bytes=DEFAULT_TARGET_BYTES)
-    assert store.read("b", "db", "items").to_pylist() == expected_c
+    assert store.read("b", "db.items").to_pylist() == expected_c
     dropped = store.drop_tenant("b")
     purge_tenant(store.catalog, dropped.ref)
     run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
 
-    assert store.read("c", "db", "items").to_pylist() == expected_c
-    assert store.read("c", "db", "items", as_of="s1").to_pylist() == expected_b
-    assert store.read("a", "db", "items").to_pylist()[1]["v"] == "a-later"
+    assert store.read("c", "db.items").to_pylist() == expected_c
+    assert store.read("c", "db.items", as_of="s1").to_pylist() == expected_b
+    assert store.read("a", "db.items").to_pylist()[1]["v"] == "a-later"
     present = {info.key for info in store.objects.list("tenants/")}
     assert {o.key for _, o in store.objects_of("c")} <= present
 
     # c compacts what it inherits from two levels; GC then frees what only b read
     store.compact("c", full=True, target_bytes=DEFAULT_TARGET_BYTES)
     run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True, compact=False)
-    assert store.read("c", "db", "items").to_pylist() == expected_c
+    assert store.read("c", "db.items").to_pylist() == expected_c
 
 
 @pytest.mark.parametrize("new_catalog_uri", ["sqlite"], indirect=True)  # SQLite's query plans
@@ -209,7 +209,7 @@ def test_member_totals_count_the_view_through_restores_compaction_and_drops(
 ) -> None:
     tenant_of_objects(store, "a", 3)
     restore_tenant(store, "a", "snap", to="b", executor="local")
-    store.write("b", "db", "items", upserts=rows((7, "b7")))
+    store.write("b", "db.items", upserts=rows((7, "b7")))
     store.compact("b", full=True, target_bytes=DEFAULT_TARGET_BYTES)
     restore_tenant(store, "b", "snap", to="c", executor="local")
     store.compact("a", full=True, target_bytes=DEFAULT_TARGET_BYTES)
@@ -242,17 +242,17 @@ def chain_of(store: TableStore, tenant: str) -> int:
 
 def everything_read(store: TableStore, tenant: str, snapshots: list[str]) -> dict[str | None, Any]:
     names: list[str | None] = [*snapshots, None]
-    return {name: store.read(tenant, "db", "items", as_of=name).to_pylist() for name in names}
+    return {name: store.read(tenant, "db.items", as_of=name).to_pylist() for name in names}
 
 
 def test_gc_flattens_a_deep_chain_and_drops_the_levels_a_full_compaction_emptied(
     store: TableStore,
 ) -> None:
     store.create_tenant("a")
-    store.create_table("a", "db", "items", SCHEMA)
+    store.create_table("a", "db.items", SCHEMA)
     snapshots = []
     for i in range(6):  # each in-place restore from a table with rows of its own adds a level
-        store.write("a", "db", "items", upserts=rows((i, f"v{i}"), (100 + i, "x")))
+        store.write("a", "db.items", upserts=rows((i, f"v{i}"), (100 + i, "x")))
         store.create_snapshot("a", f"s{i}")
         snapshots.append(f"s{i}")
         if i:

@@ -68,32 +68,30 @@ def test_core_story_runs_end_to_end_on_a_postgres_catalog(pg_store: TableStore) 
     store = pg_store
     assert store.catalog.dialect.name == "postgresql"
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
-    store.write("acme", "db", "t", upserts=batch(1, 2, 3))
-    store.write("acme", "db", "t", upserts=batch(4))
+    store.create_table("acme", "db.t", SCHEMA)
+    store.write("acme", "db.t", upserts=batch(1, 2, 3))
+    store.write("acme", "db.t", upserts=batch(4))
     mon = store.create_snapshot("acme", "mon")
-    store.write("acme", "db", "t", upserts=batch(2, tag="w"), deletes=pa.table({"k": [1]}))
-    store.write("acme", "db", "t", upserts=batch(5))
+    store.write("acme", "db.t", upserts=batch(2, tag="w"), deletes=pa.table({"k": [1]}))
+    store.write("acme", "db.t", upserts=batch(5))
 
     at_mon = [{"k": k, "v": f"v{k}"} for k in (1, 2, 3, 4)]
-    assert sorted(store.read("acme", "db", "t", "mon").to_pylist(), key=str) == sorted(
-        at_mon, key=str
-    )
-    assert store.read("acme", "db", "t", mon.ts).num_rows == 4
-    assert keys(store.read("acme", "db", "t")) == [2, 3, 4, 5]
+    assert sorted(store.read("acme", "db.t", "mon").to_pylist(), key=str) == sorted(at_mon, key=str)
+    assert store.read("acme", "db.t", mon.ts).num_rows == 4
+    assert keys(store.read("acme", "db.t")) == [2, 3, 4, 5]
     assert [s.name for s in store.snapshots("acme")] == ["mon"]
 
     clone = restore_tenant(store, "acme", "mon", to="acme_copy", executor="local")
     assert clone.tenant.name == "acme_copy"
-    assert keys(store.read("acme_copy", "db", "t")) == [1, 2, 3, 4]
-    assert keys(store.read("acme", "db", "t")) == [2, 3, 4, 5]  # the source is untouched
+    assert keys(store.read("acme_copy", "db.t")) == [1, 2, 3, 4]
+    assert keys(store.read("acme", "db.t")) == [2, 3, 4, 5]  # the source is untouched
 
     before = store.tenant("acme")
     in_place = restore_tenant(store, "acme", "mon", executor="local", method="physical")
     assert in_place.method == "physical"
     restored = store.tenant("acme")
     assert restored.id != before.id and restored.source_tenant_id == before.id
-    assert sorted(store.read("acme", "db", "t").to_pylist(), key=str) == sorted(at_mon, key=str)
+    assert sorted(store.read("acme", "db.t").to_pylist(), key=str) == sorted(at_mon, key=str)
     assert [t.state for t in store.tenants(include_dropped=True) if t.id == before.id] == [
         "dropped"
     ]
@@ -110,8 +108,8 @@ def test_core_story_runs_end_to_end_on_a_postgres_catalog(pg_store: TableStore) 
 def test_bad_inputs_change_nothing_on_a_postgres_catalog(pg_store: TableStore) -> None:
     store = pg_store
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
-    store.write("acme", "db", "t", upserts=batch(1, 2))
+    store.create_table("acme", "db.t", SCHEMA)
+    store.write("acme", "db.t", upserts=batch(1, 2))
     store.create_snapshot("acme", "mon")
     rows, listing = catalog_rows(store), bucket_listing(store)
 
@@ -124,19 +122,19 @@ def test_bad_inputs_change_nothing_on_a_postgres_catalog(pg_store: TableStore) -
     with pytest.raises(NotFound, match="tenant 'nobody' does not exist"):
         restore_tenant(store, "nobody", "mon", executor="local")
     with pytest.raises(NotFound, match=r"table db\.nope does not exist in tenant 'acme'"):
-        store.read("acme", "db", "nope")
+        store.read("acme", "db.nope")
     assert catalog_rows(store) == rows
     assert bucket_listing(store) == listing
     # The catalog's connection is usable after each failed transaction.
-    store.write("acme", "db", "t", upserts=batch(3))
-    assert keys(store.read("acme", "db", "t")) == [1, 2, 3]
+    store.write("acme", "db.t", upserts=batch(3))
+    assert keys(store.read("acme", "db.t")) == [1, 2, 3]
 
 
 def test_postgres_catalog_rows_have_sqlite_python_types(pg_store: TableStore) -> None:
     """Sums of BIGINT columns are numeric on PostgreSQL: callers still get ints."""
     pg_store.create_tenant("acme")
-    pg_store.create_table("acme", "db", "t", SCHEMA)
-    pg_store.write("acme", "db", "t", upserts=batch(1, 2))
+    pg_store.create_table("acme", "db.t", SCHEMA)
+    pg_store.write("acme", "db.t", upserts=batch(1, 2))
     with pg_store.catalog.snapshot() as tx:
         ((total, count, most, ratio),) = tx.tuples(
             "SELECT SUM(byte_size), COUNT(*), MAX(created_ts), SUM(byte_size) / 2.5 FROM objects"
@@ -155,8 +153,8 @@ def test_a_busy_postgres_catalog_names_the_holder_and_readers_never_wait(
     bucket: str,
 ) -> None:
     pg_store.create_tenant("acme")
-    pg_store.create_table("acme", "db", "t", SCHEMA)
-    pg_store.write("acme", "db", "t", upserts=batch(1))
+    pg_store.create_table("acme", "db.t", SCHEMA)
+    pg_store.write("acme", "db.t", upserts=batch(1))
     monkeypatch.setattr(postgres, "LOCK_TIMEOUT_S", 0.5)
     other = TableStore.open(pg_uri, f"s3://{bucket}/warehouse", s3=s3_server.settings)
     held, release = threading.Event(), threading.Event()
@@ -171,17 +169,17 @@ def test_a_busy_postgres_catalog_names_the_holder_and_readers_never_wait(
     holder.start()
     try:
         assert held.wait(30)
-        assert keys(other.read("acme", "db", "t")) == [1]  # a reader does not wait
+        assert keys(other.read("acme", "db.t")) == [1]  # a reader does not wait
         with pytest.raises(
             CatalogBusy, match=rf"busy, retry: .*held by rewind pid {os.getpid()} "
         ) as busy:
-            other.write("acme", "db", "t", upserts=batch(2))
+            other.write("acme", "db.t", upserts=batch(2))
         assert "lock timeout" in str(busy.value)
     finally:
         release.set()
         holder.join()
-    other.write("acme", "db", "t", upserts=batch(2))  # the lock is free again
-    assert keys(pg_store.read("acme", "db", "t")) == [1, 2]
+    other.write("acme", "db.t", upserts=batch(2))  # the lock is free again
+    assert keys(pg_store.read("acme", "db.t")) == [1, 2]
     other.close()
 
 
@@ -228,11 +226,11 @@ def test_the_spark_submit_job_restores_on_a_postgres_catalog(
     import pyspark
 
     pg_store.create_tenant("acme")
-    pg_store.create_table("acme", "db", "t", SCHEMA)
-    pg_store.write("acme", "db", "t", upserts=batch(1, 2, 3))
+    pg_store.create_table("acme", "db.t", SCHEMA)
+    pg_store.write("acme", "db.t", upserts=batch(1, 2, 3))
     pg_store.create_snapshot("acme", "mon")
-    pg_store.write("acme", "db", "t", upserts=batch(2, 4, tag="late"))
-    pg_store.compact("acme", "db", "t")  # one object straddles "mon": Spark rewrites it
+    pg_store.write("acme", "db.t", upserts=batch(2, 4, tag="late"))
+    pg_store.compact("acme", "db.t")  # one object straddles "mon": Spark rewrites it
     root = ROOT
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {
@@ -248,5 +246,5 @@ def test_the_spark_submit_job_restores_on_a_postgres_catalog(
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert keys(pg_store.read("acme_copy", "db", "t")) == [1, 2, 3]
-    assert pg_store.read("acme_copy", "db", "t").column("v").to_pylist() == ["v1", "v2", "v3"]
+    assert keys(pg_store.read("acme_copy", "db.t")) == [1, 2, 3]
+    assert pg_store.read("acme_copy", "db.t").column("v").to_pylist() == ["v1", "v2", "v3"]

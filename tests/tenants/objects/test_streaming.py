@@ -272,7 +272,7 @@ def table_store(new_catalog_uri, tmp_path: Path):  # type: ignore[no-untyped-def
     store = TableStore.open(new_catalog_uri(), f"file://{tmp_path / 'warehouse'}")
     store.create_tenant("acme")
     schema = TableSchema((Column("id", "int64", nullable=False), Column("v", "string")), ("id",))
-    store.create_table("acme", "db", "t", schema)
+    store.create_table("acme", "db.t", schema)
     return store
 
 
@@ -291,7 +291,7 @@ def test_a_load_in_chunks_is_one_commit_of_several_objects(table_store) -> None:
         table_store.catalog, table_store.objects, "acme", "db", "t", iter(batches), chunk_bytes=3000
     )
     assert result.upserted == 1000 and len(result.object_ids) > 3
-    rows = table_store.read("acme", "db", "t")
+    rows = table_store.read("acme", "db.t")
     assert rows["id"].to_pylist() == list(range(1000))
     assert {o.min_ts for _, o in table_store.objects_of("acme")} == {result.ts}
 
@@ -314,7 +314,7 @@ def test_a_key_in_two_chunks_fails_the_load_and_leaves_nothing(table_store) -> N
         )
     assert table_store.objects_of("acme") == []
     assert list(table_store.objects.list("tenants/")) == []
-    assert table_store.read("acme", "db", "t").num_rows == 0
+    assert table_store.read("acme", "db.t").num_rows == 0
 
 
 # --- key ranges --------------------------------------------------------------------------
@@ -328,13 +328,12 @@ def test_a_key_range_reads_what_a_filter_of_everything_shows(table_store) -> Non
         ids = list(range(start, start + 150))
         table_store.write(
             "acme",
-            "db",
-            "t",
+            "db.t",
             upserts=pa.table({"id": pa.array(ids, pa.int64()), "v": [f"v{i}" for i in ids]}),
         )
-    table_store.write("acme", "db", "t", deletes=pa.table({"id": pa.array([200, 201], pa.int64())}))
-    everything = table_store.read("acme", "db", "t")
-    plan = table_store.plan_read("acme", "db", "t")
+    table_store.write("acme", "db.t", deletes=pa.table({"id": pa.array([200, 201], pa.int64())}))
+    everything = table_store.read("acme", "db.t")
+    plan = table_store.plan_read("acme", "db.t")
     key_schema = plan.table.schema.key_arrow()
     for low, high in [("190", "260"), (None, "5"), ("590", None), ("1000", "2000"), ("300", "300")]:
         keys = KeyRange.parse(low, high, key_schema)

@@ -109,30 +109,27 @@ def history(store: TableStore) -> dict[str, int]:
     compaction and two snapshots; returns the ts of each step by name."""
     store.create_tenant("acme")
     store.set_pitr("acme", 86_400_000_000)
-    store.create_table("acme", "shop", "orders", ORDERS)
+    store.create_table("acme", "shop.orders", ORDERS)
     ts: dict[str, int] = {}
     ts["load"] = store.write(
         "acme",
-        "shop",
-        "orders",
+        "shop.orders",
         upserts=orders([(i, r, i * 10, None) for i in range(6) for r in ("eu", "us")]),
     ).ts
     store.create_snapshot("acme", "mon")
     ts["update"] = store.write(
         "acme",
-        "shop",
-        "orders",
+        "shop.orders",
         upserts=orders([(1, "eu", 1, "cut"), (9, "us", 90, None)]),
         deletes=keys_of([(1, "eu"), (2, "us"), (7, "eu")]),
     ).ts
-    store.compact("acme", "shop", "orders", target_bytes=1_500)
+    store.compact("acme", "shop.orders", target_bytes=1_500)
     ts["compacted"] = store.now()
-    record = store.alter_table("acme", "shop", "orders", add=[Column("day", "int32", default=7)])
+    record = store.alter_table("acme", "shop.orders", add=[Column("day", "int32", default=7)])
     ts["altered"] = record.schema_from_ts
     ts["late"] = store.write(
         "acme",
-        "shop",
-        "orders",
+        "shop.orders",
         upserts=pa.Table.from_pylist(
             [{"id": 3, "region": "eu", "qty": 33, "note": "late", "day": 1}],
             schema=record.schema.arrow(),
@@ -153,7 +150,7 @@ def test_read_arrow_streams_exactly_the_rows_a_read_returns_at_every_time(
     times += [{"as_of": "mon"}, {"as_of": "tue"}, {}, {"as_of": "now"}]
     for when in times:
         point = when.get("as_of")
-        expected = store.read("acme", "shop", "orders", point)
+        expected = store.read("acme", "shop.orders", point)
         reader = read_arrow(store, "acme", "shop.orders", batch_rows=3, **when)
         assert reader.schema == expected.schema, when  # the columns as of then, no __ts
         batches = list(reader)
@@ -170,7 +167,7 @@ def test_a_column_added_later_reads_as_its_default_in_older_objects(
     assert got.column_names == ["day", "id"]
     assert got.to_pylist() == [
         {"day": 1 if r["id"] == 3 and r["region"] == "eu" else 7, "id": r["id"]}
-        for r in store.read("acme", "shop", "orders").to_pylist()
+        for r in store.read("acme", "shop.orders").to_pylist()
     ]
     with pytest.raises(NotFound, match=r"shop\.orders of tenant 'acme' has no column 'day'"):
         read_arrow(store, "acme", "shop.orders", as_of="mon", columns=["day"])
@@ -179,7 +176,7 @@ def test_a_column_added_later_reads_as_its_default_in_older_objects(
 def test_selected_columns_are_the_only_ones_decoded_beside_the_key_and_ts(
     store: TableStore, history: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    expected = store.read("acme", "shop", "orders")["qty"].to_pylist()
+    expected = store.read("acme", "shop.orders")["qty"].to_pylist()
     asked: list[list[str] | None] = []
     batches = ObjectReader.batches
 
@@ -206,8 +203,8 @@ def test_a_snapshot_after_an_in_place_restore_reads_the_retired_tenant(
     read_arrow follows the name's lineage there, as every read does."""
     from engine.restore.job import restore_tenant
 
-    at_tue = store.read("acme", "shop", "orders", "tue")
-    at_mon = store.read("acme", "shop", "orders", "mon")
+    at_tue = store.read("acme", "shop.orders", "tue")
+    at_mon = store.read("acme", "shop.orders", "mon")
     restore_tenant(store, "acme", "mon", executor="local")
     assert read_arrow(store, "acme", "shop.orders", as_of="tue").read_all().equals(at_tue)
     assert read_arrow(store, "acme", "shop.orders", as_of=history["late"]).read_all().equals(at_tue)
@@ -225,16 +222,16 @@ def test_a_non_key_filter_never_brings_back_a_version_a_newer_one_replaced(
     the old one looking newest. Same after both versions share one object."""
     store.create_tenant("acme")
     store.set_pitr("acme", 86_400_000_000)
-    store.create_table("acme", "shop", "orders", ORDERS)
+    store.create_table("acme", "shop.orders", ORDERS)
     first = store.write(
-        "acme", "shop", "orders", upserts=orders([(1, "eu", 10, None), (2, "eu", 20, None)])
+        "acme", "shop.orders", upserts=orders([(1, "eu", 10, None), (2, "eu", 20, None)])
     ).ts
-    store.write("acme", "shop", "orders", upserts=orders([(1, "eu", 1, None)]))
-    store.write("acme", "shop", "orders", deletes=keys_of([(2, "eu")]))
+    store.write("acme", "shop.orders", upserts=orders([(1, "eu", 1, None)]))
+    store.write("acme", "shop.orders", deletes=keys_of([(2, "eu")]))
     big = pc.field("qty") > 5
     for compacted in (False, True):
         if compacted:
-            store.compact("acme", "shop", "orders")
+            store.compact("acme", "shop.orders")
             assert len(store.objects_of("acme")) <= 2
         assert read_arrow(store, "acme", "shop.orders", filter=big).read_all().num_rows == 0
         then = read_arrow(store, "acme", "shop.orders", as_of=first, filter=big).read_all()
@@ -250,7 +247,7 @@ def test_a_non_key_filter_never_brings_back_a_version_a_newer_one_replaced(
 def test_a_filter_may_use_columns_it_does_not_show(
     store: TableStore, history: dict[str, int]
 ) -> None:
-    everything = store.read("acme", "shop", "orders")
+    everything = store.read("acme", "shop.orders")
     got = read_arrow(
         store,
         "acme",
@@ -270,7 +267,7 @@ def test_a_filter_may_use_columns_it_does_not_show(
 def test_a_key_range_prunes_objects_and_keeps_every_key_inside_it(
     store: TableStore, history: dict[str, int]
 ) -> None:
-    everything = store.read("acme", "shop", "orders").to_pylist()
+    everything = store.read("acme", "shop.orders").to_pylist()
 
     def inside(low: tuple[Any, ...] | None, high: tuple[Any, ...] | None) -> list[dict[str, Any]]:
         def key(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -305,7 +302,7 @@ def test_a_key_range_prunes_objects_and_keeps_every_key_inside_it(
 def test_duckdb_sees_the_rows_at_a_snapshot_as_often_as_it_asks(
     store: TableStore, history: dict[str, int]
 ) -> None:
-    expected = store.read("acme", "shop", "orders", "mon")
+    expected = store.read("acme", "shop.orders", "mon")
     rows = [tuple(r.values()) for r in expected.to_pylist()]
     connection = duckdb.connect()
     relation = to_duckdb(
@@ -324,7 +321,7 @@ def test_duckdb_sees_the_rows_at_a_snapshot_as_often_as_it_asks(
 def test_polars_lazy_frames_push_columns_and_limits_down_and_collect_again(
     store: TableStore, history: dict[str, int]
 ) -> None:
-    expected = store.read("acme", "shop", "orders", "tue")
+    expected = store.read("acme", "shop.orders", "tue")
     lazy = to_polars(store, "acme", "shop.orders", as_of="tue")
     assert isinstance(lazy, pl.LazyFrame)
     for _ in range(2):
@@ -421,12 +418,11 @@ def test_a_bad_request_is_refused_when_made_naming_what_is_wrong(
 def wide_history(store: TableStore) -> TableStore:
     """Twenty commits of key-disjoint rows: twenty objects, read one after another."""
     store.create_tenant("acme")
-    store.create_table("acme", "shop", "orders", ORDERS)
+    store.create_table("acme", "shop.orders", ORDERS)
     for start in range(0, 400, 20):
         store.write(
             "acme",
-            "shop",
-            "orders",
+            "shop.orders",
             upserts=orders([(i, "eu", i, None) for i in range(start, start + 20)]),
         )
     return store
@@ -470,15 +466,13 @@ def test_a_file_warehouse_reads_the_same_and_names_a_missing_object(
     store = TableStore.open(new_catalog_uri(), f"file://{tmp_path / 'warehouse'}")
     try:
         store.create_tenant("acme")
-        store.create_table("acme", "shop", "orders", ORDERS)
-        store.write(
-            "acme", "shop", "orders", upserts=orders([(1, "eu", 1, None), (2, "us", 2, "x")])
-        )
-        store.write("acme", "shop", "orders", deletes=keys_of([(1, "eu")]))
+        store.create_table("acme", "shop.orders", ORDERS)
+        store.write("acme", "shop.orders", upserts=orders([(1, "eu", 1, None), (2, "us", 2, "x")]))
+        store.write("acme", "shop.orders", deletes=keys_of([(1, "eu")]))
         assert (
             read_arrow(store, "acme", "shop.orders")
             .read_all()
-            .equals(store.read("acme", "shop", "orders"))
+            .equals(store.read("acme", "shop.orders"))
         )
         read = plan_arrow_read(store, "acme", "shop.orders")
         [key] = [o.key for _, o in store.objects_of("acme") if o.kind == "tomb"]

@@ -52,11 +52,11 @@ def keyed(store: TableStore) -> TableStore:
     """Tenant ``acme`` with one table ``db.<kind>`` per key type above, holding KEYS."""
     store.create_tenant("acme")
     for kind, schema in SCHEMAS.items():
-        store.create_table("acme", "db", kind, schema)
+        store.create_table("acme", f"db.{kind}", schema)
         rows = pa.Table.from_pylist(
             [{"k": k, "v": str(k)} for k in KEYS[kind]], schema=schema.arrow()
         )
-        store.write("acme", "db", kind, upserts=rows)
+        store.write("acme", f"db.{kind}", upserts=rows)
     return store
 
 

@@ -207,18 +207,17 @@ def test_a_table_beyond_one_merge_is_compacted_in_passes(
 ) -> None:
     schema = TableSchema((Column("id", "int64", nullable=False), Column("v", "string")), ("id",))
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", schema)
+    store.create_table("acme", "db.t", schema)
     rng = random.Random(5)
     for commit in range(30):
         ids = rng.sample(range(200), 25)
         store.write(
             "acme",
-            "db",
-            "t",
+            "db.t",
             upserts=pa.table({"id": pa.array(ids, pa.int64()), "v": [f"{commit}" for _ in ids]}),
             deletes=pa.table({"id": pa.array(rng.sample(range(200), 3), pa.int64())}),
         )
-    before = store.read("acme", "db", "t")
+    before = store.read("acme", "db.t")
     # A budget for 4 inputs at a time: 60 objects need passes.
     monkeypatch.setattr(
         compaction.MergeShape,
@@ -233,7 +232,7 @@ def test_a_table_beyond_one_merge_is_compacted_in_passes(
         table = find_table(tx, find_tenant(tx, "acme"), "db", "t", tx.last_ts())
     result = compact_table(store.catalog, store.objects, table, full=full)
 
-    assert store.read("acme", "db", "t").equals(before)
+    assert store.read("acme", "db.t").equals(before)
     with store.catalog.snapshot() as tx:
         live = live_objects(tx, table.id)
     assert len(live) <= 4 and result.outputs == len(live)

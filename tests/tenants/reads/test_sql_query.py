@@ -31,34 +31,29 @@ def shop(store: TableStore) -> None:
     """shop.items and shop.orders; at ``mon`` order 2 is deleted and order 3's
     qty updated; after ``mon`` more orders and a renamed item."""
     store.create_tenant("acme")
-    store.create_table("acme", "shop", "items", ITEMS)
-    store.create_table("acme", "shop", "orders", ORDERS)
-    store.write(
-        "acme", "shop", "items", upserts=pa.table({"id": [1, 2], "name": ["apple", "pear"]})
-    )
+    store.create_table("acme", "shop.items", ITEMS)
+    store.create_table("acme", "shop.orders", ORDERS)
+    store.write("acme", "shop.items", upserts=pa.table({"id": [1, 2], "name": ["apple", "pear"]}))
     store.write(
         "acme",
-        "shop",
-        "orders",
+        "shop.orders",
         upserts=pa.Table.from_pylist(
             [{"id": i, "item": 1 + i % 2, "qty": i} for i in range(1, 6)], schema=ORDERS.arrow()
         ),
     )
-    store.write("acme", "shop", "orders", deletes=pa.table({"id": [2]}))
+    store.write("acme", "shop.orders", deletes=pa.table({"id": [2]}))
     store.write(
         "acme",
-        "shop",
-        "orders",
+        "shop.orders",
         upserts=pa.Table.from_pylist([{"id": 3, "item": 2, "qty": 30}], schema=ORDERS.arrow()),
     )
     store.create_snapshot("acme", "mon")
     store.write(
         "acme",
-        "shop",
-        "orders",
+        "shop.orders",
         upserts=pa.Table.from_pylist([{"id": 9, "item": 1, "qty": 99}], schema=ORDERS.arrow()),
     )
-    store.write("acme", "shop", "items", upserts=pa.table({"id": [1], "name": ["apricot"]}))
+    store.write("acme", "shop.items", upserts=pa.table({"id": [1], "name": ["apricot"]}))
 
 
 JOIN = (
@@ -74,10 +69,10 @@ def test_a_query_joins_the_visible_rows_of_every_table_it_names_at_one_time(
     expected = {}
     for when in ("mon", None):
         items = {
-            r["id"]: r["name"] for r in store.read("acme", "shop", "items", as_of=when).to_pylist()
+            r["id"]: r["name"] for r in store.read("acme", "shop.items", as_of=when).to_pylist()
         }
         totals: dict[str, int] = {}
-        for order in store.read("acme", "shop", "orders", as_of=when).to_pylist():
+        for order in store.read("acme", "shop.orders", as_of=when).to_pylist():
             name = items[order["item"]]
             totals[name] = totals.get(name, 0) + order["qty"]
         expected[when] = sorted(totals.items())

@@ -70,9 +70,9 @@ class Local:
 
 
 def put(store: TableStore, tenant: str, database: str, table: str, values: list[str]) -> None:
-    store.create_table(tenant, database, table, ROWS)
+    store.create_table(tenant, f"{database}.{table}", ROWS)
     rows = pa.table({"id": list(range(len(values))), "v": values})
-    store.write(tenant, database, table, upserts=rows.cast(ROWS.arrow()))
+    store.write(tenant, f"{database}.{table}", upserts=rows.cast(ROWS.arrow()))
 
 
 @pytest.fixture
@@ -302,9 +302,9 @@ def test_a_query_over_two_tables_never_shows_one_under_the_others_name(
 
 def big(local: Local, rows: int) -> None:
     with local.store() as store:
-        store.create_table("acme", "shop", "big", ROWS)
+        store.create_table("acme", "shop.big", ROWS)
         values = pa.table({"id": list(range(rows)), "v": ["x"] * rows}).cast(ROWS.arrow())
-        store.write("acme", "shop", "big", upserts=values)
+        store.write("acme", "shop.big", upserts=values)
 
 
 def test_a_query_failing_after_rows_have_streamed_ends_with_one_error(local: Local) -> None:

@@ -67,12 +67,12 @@ def test_two_stores_in_one_process_each_reach_the_endpoint_of_their_own_settings
         try:
             for store, tag in ((here, "here"), (there, "there")):
                 store.create_tenant("acme")
-                store.create_table("acme", "db", "t", SCHEMA)
-                store.write("acme", "db", "t", upserts=_rows(range(1, 50), tag))
-                store.write("acme", "db", "t", upserts=_rows(range(25, 75), tag + "2"))
-                store.compact("acme", "db", "t")  # reads (pyarrow), uploads in parts (boto3)
-            assert here.read("acme", "db", "t").column("v")[0].as_py() == "here1"
-            assert there.read("acme", "db", "t").column("v")[0].as_py() == "there1"
+                store.create_table("acme", "db.t", SCHEMA)
+                store.write("acme", "db.t", upserts=_rows(range(1, 50), tag))
+                store.write("acme", "db.t", upserts=_rows(range(25, 75), tag + "2"))
+                store.compact("acme", "db.t")  # reads (pyarrow), uploads in parts (boto3)
+            assert here.read("acme", "db.t").column("v")[0].as_py() == "here1"
+            assert there.read("acme", "db.t").column("v")[0].as_py() == "there1"
         finally:
             here.close()
             there.close()

@@ -49,11 +49,11 @@ def straddling_tenant(store: TableStore) -> None:
     """Tenant ``acme``, table ``db.t``: one compacted object straddles snapshot ``mon``
     (at mon: 1 a, 2 b)."""
     store.create_tenant("acme")
-    store.create_table("acme", "db", "t", SCHEMA)
-    store.write("acme", "db", "t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    store.create_table("acme", "db.t", SCHEMA)
+    store.write("acme", "db.t", upserts=pa.table({"id": [1, 2], "v": ["a", "b"]}))
     store.create_snapshot("acme", "mon")
-    store.write("acme", "db", "t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
-    store.compact("acme", "db", "t")
+    store.write("acme", "db.t", upserts=pa.table({"id": [2, 3], "v": ["B", "c"]}))
+    store.compact("acme", "db.t")
 
 
 @pytest.fixture
@@ -268,7 +268,7 @@ def test_env_credentials_reach_local_spark_workers_without_the_pickle(
     straddling_tenant(store)
     outcome = restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
     assert outcome.rewritten == 1
-    assert store.read("acme2", "db", "t").to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
+    assert store.read("acme2", "db.t").to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
 
 
 def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -292,7 +292,7 @@ def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path)
             schema = SCHEMA
 
             with pytest.raises(StorageError, match="reading db.t of tenant acme.*ACCESS_DENIED"):
-                store.read("acme", "db", "t", "mon", reader="spark")
+                store.read("acme", "db.t", "mon", reader="spark")
             given = {KEYS["access_key_id"]: keys.access_key,
                      KEYS["secret_access_key"]: keys.secret_key,
                      KEYS["session_token"]: keys.session_token}  # fmt: skip
@@ -303,12 +303,12 @@ def test_hadoop_style_keys_reach_the_tasks_as_a_broadcast(spark, tmp_path: Path)
                 data = cloudpickle.dumps(read_function(shipped, schema, 1, []))
                 assert keys.secret_key.encode() not in data
                 assert keys.session_token.encode() not in data
-                assert store.read("acme", "db", "t", "mon", reader="spark").to_pydict() == {
+                assert store.read("acme", "db.t", "mon", reader="spark").to_pydict() == {
                     "id": [1, 2],
                     "v": ["a", "b"],
                 }
                 restore_tenant(store, "acme", "mon", to="acme2", executor="spark")
-                assert store.read("acme2", "db", "t").column("v").to_pylist() == ["a", "b"]
+                assert store.read("acme2", "db.t").column("v").to_pylist() == ["a", "b"]
             finally:
                 for key in given:
                     spark.conf.unset(key)
@@ -394,17 +394,13 @@ def test_spark_rewrite_groups_run_at_the_same_time(store, spark) -> None:  # typ
     store.create_tenant("acme")
     ids = range(40_000)
     for n in range(6):
-        store.create_table("acme", "db", f"t{n}", SCHEMA)
-        store.write(
-            "acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"a{i}" for i in ids]})
-        )
+        store.create_table("acme", f"db.t{n}", SCHEMA)
+        store.write("acme", f"db.t{n}", upserts=pa.table({"id": ids, "v": [f"a{i}" for i in ids]}))
     store.create_snapshot("acme", "mon")
     for n in range(6):
-        store.write(
-            "acme", "db", f"t{n}", upserts=pa.table({"id": ids, "v": [f"b{i}" for i in ids]})
-        )
-        store.compact("acme", "db", f"t{n}")
+        store.write("acme", f"db.t{n}", upserts=pa.table({"id": ids, "v": [f"b{i}" for i in ids]}))
+        store.compact("acme", f"db.t{n}")
     outcome = restore_tenant(store, "acme", "mon", to="acme2", executor="spark", verify="none")
     assert outcome.rewritten == 6
     assert len(outcome.workers) >= 2, outcome.workers
-    assert store.read("acme2", "db", "t5").column("v")[39_999].as_py() == "a39999"
+    assert store.read("acme2", "db.t5").column("v")[39_999].as_py() == "a39999"

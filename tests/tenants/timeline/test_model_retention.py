@@ -103,7 +103,7 @@ class World:
         self.oracle.create_table(life.name, ["k"])
         self.lives.append(life)
         record = self.store.create_table(
-            TENANT, DB, TABLE, TableSchema.of([("k", "int64"), ("v", "string")], ["k"])
+            TENANT, f"{DB}.{TABLE}", TableSchema.of([("k", "int64"), ("v", "string")], ["k"])
         )
         life.created = record.created_ts
         life.columns = [("v", record.created_ts)]
@@ -123,7 +123,7 @@ class World:
             ]
             upserts = pa.Table.from_pylist(rows, schema=self.schema().arrow()) if rows else None
             deletes = pa.table({"k": pa.array(dels, pa.int64())}) if dels else None
-            result = self.store.write(TENANT, DB, TABLE, upserts=upserts, deletes=deletes)
+            result = self.store.write(TENANT, f"{DB}.{TABLE}", upserts=upserts, deletes=deletes)
             self.oracle.write(
                 self.current.name, result.ts, upserts=rows, deletes=[{"k": k} for k in dels]
             )
@@ -139,11 +139,11 @@ class World:
             self.store.set_pitr(TENANT, None if op[1] is None else op[1] * SECOND)
         elif kind == "add_column":
             name = f"c{len(self.current.columns)}"
-            record = self.store.alter_table(TENANT, DB, TABLE, add=[Column(name, "int64")])
+            record = self.store.alter_table(TENANT, f"{DB}.{TABLE}", add=[Column(name, "int64")])
             self.current.columns.append((name, record.schema_from_ts))
             self.commits.append(record.schema_from_ts)
         elif kind == "recreate":
-            record = self.store.drop_table(TENANT, DB, TABLE)
+            record = self.store.drop_table(TENANT, f"{DB}.{TABLE}")
             self.current.dropped = self.store.now()
             self.commits.append(self.current.dropped)
             del record
@@ -151,7 +151,7 @@ class World:
         elif kind == "compact":
             full = op[1]
             before = self.stored_rows()
-            self.store.compact(TENANT, DB, TABLE, full=full, target_bytes=2_000)
+            self.store.compact(TENANT, f"{DB}.{TABLE}", full=full, target_bytes=2_000)
             if full:
                 self.check_retention()
             else:
@@ -180,13 +180,13 @@ class World:
             life = next((x for x in self.lives if x.live_at(ts)), None)
             if life is None:
                 try:
-                    self.store.read(TENANT, DB, TABLE, ts)
+                    self.store.read(TENANT, f"{DB}.{TABLE}", ts)
                 except NotFound:
                     continue
                 raise AssertionError(f"table read at ts {ts} where it did not exist")
             columns = life.columns_at(ts)
             expected = [{c: row.get(c) for c in columns} for row in self.oracle.read(life.name, ts)]
-            got = self.store.read(TENANT, DB, TABLE, ts).to_pylist()
+            got = self.store.read(TENANT, f"{DB}.{TABLE}", ts).to_pylist()
             assert got == expected, f"read at ts {ts}"
 
     def check_retention(self) -> None:

@@ -213,7 +213,7 @@ def test_at_refuses_years_before_any_io() -> None:
 
 
 def read(store: TableStore, tenant: str, as_of: int | str | None = None) -> list[tuple[int, str]]:
-    return pairs(store.read(tenant, "db", "items", as_of))
+    return pairs(store.read(tenant, "db.items", as_of))
 
 
 @pytest.fixture
@@ -223,12 +223,12 @@ def tenant(store: TableStore, clock: Any) -> str:
     clock.fixed = T0
     name = f"t-{uuid.uuid4().hex[:10]}"
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     store.set_pitr(name, D)
     clock.fixed = T0 + M
-    store.write(name, "db", "items", upserts=rows((1, "a")))
+    store.write(name, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + 2 * M
-    store.write(name, "db", "items", upserts=rows((1, "b")))
+    store.write(name, "db.items", upserts=rows((1, "b")))
     clock.fixed = T0 + 3 * M
     return name
 
@@ -253,7 +253,7 @@ def test_relative_time_moves_with_the_clock(store: TableStore, clock: Any, tenan
 
 def test_now_is_never_behind_the_newest_commit(store: TableStore, clock: Any, tenant: str) -> None:
     clock.fixed = T0  # the clock steps back: commits keep their order
-    result = store.write(tenant, "db", "items", upserts=rows((2, "c")))
+    result = store.write(tenant, "db.items", upserts=rows((2, "c")))
     assert result.ts > T0 + 2 * M
     assert store.resolve_time(tenant, "now") == result.ts
     assert read(store, tenant, "now") == [(1, "b"), (2, "c")]

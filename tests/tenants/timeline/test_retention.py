@@ -26,7 +26,7 @@ T0 = parse_instant("2026-01-05T00:30:00Z")
 
 
 def read(store: TableStore, tenant: str, as_of: int | str | None = None) -> list[dict]:
-    return store.read(tenant, "db", "items", as_of).to_pylist()
+    return store.read(tenant, "db.items", as_of).to_pylist()
 
 
 def stored(store: TableStore, tenant: str, kind: str) -> int:
@@ -39,7 +39,7 @@ def tenant(store: TableStore, clock) -> str:
     clock.fixed = T0
     name = f"t-{uuid.uuid4().hex[:10]}"
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     return name
 
 
@@ -54,11 +54,11 @@ def test_full_compaction_keeps_a_version_a_snapshot_needs_until_the_snapshot_is_
     store, clock, tenant
 ):
     at(clock, 1)
-    store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(clock, 2)
     store.create_snapshot(tenant, "s1")
     at(clock, 3)
-    store.write(tenant, "db", "items", upserts=rows((1, "a2"), (2, "b2")))
+    store.write(tenant, "db.items", upserts=rows((1, "a2"), (2, "b2")))
     at(clock, 4)
 
     store.compact(tenant, full=True)
@@ -74,11 +74,11 @@ def test_full_compaction_keeps_a_version_a_snapshot_needs_until_the_snapshot_is_
 def test_full_compaction_keeps_versions_inside_the_pitr_window(store, clock, tenant):
     store.set_pitr(tenant, 2 * H)
     at(clock, 1)
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     at(clock, 10)
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
     at(clock, 20)
-    store.write(tenant, "db", "items", upserts=rows((1, "c")))
+    store.write(tenant, "db.items", upserts=rows((1, "c")))
     at(clock, 30)
 
     store.compact(tenant, full=True)
@@ -97,11 +97,11 @@ def test_full_compaction_drops_a_tombstone_when_nothing_older_of_its_key_remains
     store, clock, tenant
 ):
     at(clock, 1)
-    store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(clock, 2)
-    store.write(tenant, "db", "items", deletes=keys(1, 3))  # 3 never existed
+    store.write(tenant, "db.items", deletes=keys(1, 3))  # 3 never existed
     at(clock, 3)
-    store.write(tenant, "db", "items", upserts=rows((4, "d")))
+    store.write(tenant, "db.items", upserts=rows((4, "d")))
     at(clock, 4)
 
     store.compact(tenant, full=True)
@@ -114,13 +114,13 @@ def test_full_compaction_keeps_a_tombstone_while_an_older_protected_version_rema
     store, clock, tenant
 ):
     at(clock, 1)
-    store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(clock, 2)
     store.create_snapshot(tenant, "s1")
     at(clock, 3)
-    store.write(tenant, "db", "items", deletes=keys(1))
+    store.write(tenant, "db.items", deletes=keys(1))
     at(clock, 4)
-    store.write(tenant, "db", "items", upserts=rows((2, "b2")))
+    store.write(tenant, "db.items", upserts=rows((2, "b2")))
     at(clock, 5)
 
     store.compact(tenant, full=True)
@@ -147,7 +147,7 @@ def test_partial_compaction_never_drops_a_row(store, clock, tenant):
         start=1,
     ):
         at(clock, minute)
-        store.write(tenant, "db", "items", upserts=upserts, deletes=deletes)
+        store.write(tenant, "db.items", upserts=upserts, deletes=deletes)
     at(clock, 10)
     before = (stored(store, tenant, "data"), stored(store, tenant, "tomb"))
     objects_before = len(store.objects_of(tenant))
@@ -168,18 +168,18 @@ def test_version_superseded_by_a_tombstone_at_b_is_kept_iff_a_protected_time_is_
     store, clock, tenant, protect: str, kept: bool
 ):
     at(clock, 1)
-    a = store.write(tenant, "db", "items", upserts=rows((1, "a"))).ts
+    a = store.write(tenant, "db.items", upserts=rows((1, "a"))).ts
     if protect == "at_a":
         store.create_snapshot(tenant, "p", at=a)
     at(clock, 2)
     if protect == "between":
         store.create_snapshot(tenant, "p")
     at(clock, 3)
-    b = store.write(tenant, "db", "items", deletes=keys(1)).ts
+    b = store.write(tenant, "db.items", deletes=keys(1)).ts
     if protect == "at_b":
         store.create_snapshot(tenant, "p", at=b)
     at(clock, 4)
-    store.write(tenant, "db", "items", upserts=rows((2, "x")))  # moves "now" past b
+    store.write(tenant, "db.items", upserts=rows((2, "x")))  # moves "now" past b
     at(clock, 5)
 
     store.compact(tenant, full=True)
@@ -195,17 +195,17 @@ def test_full_compaction_never_merges_schemas_and_old_times_keep_dropped_columns
     store, clock, tenant
 ):
     at(clock, 1)
-    store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "a"), (2, "b")))
     at(clock, 2)
-    store.write(tenant, "db", "items", upserts=rows((3, "c")))
+    store.write(tenant, "db.items", upserts=rows((3, "c")))
     at(clock, 3)
     store.create_snapshot(tenant, "wide")
     at(clock, 4)
-    store.alter_table(tenant, "db", "items", drop=["v"], add=[Column("n", "int64")])
+    store.alter_table(tenant, "db.items", drop=["v"], add=[Column("n", "int64")])
     at(clock, 5)
-    store.write(tenant, "db", "items", upserts=pa.table({"id": [2, 4], "n": [20, 40]}))
+    store.write(tenant, "db.items", upserts=pa.table({"id": [2, 4], "n": [20, 40]}))
     at(clock, 6)
-    store.write(tenant, "db", "items", upserts=pa.table({"id": [5], "n": [50]}))
+    store.write(tenant, "db.items", upserts=pa.table({"id": [5], "n": [50]}))
     at(clock, 7)
     old_fp = SCHEMA.fingerprint
     new_fp = store.tables(tenant)[0].schema.fingerprint

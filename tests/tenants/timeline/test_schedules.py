@@ -46,7 +46,7 @@ def tenant(store: TableStore, clock) -> str:
     clock.fixed = DAY + 30 * M
     name = f"t-{uuid.uuid4().hex[:10]}"
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     return name
 
 
@@ -62,7 +62,7 @@ def test_schedule_strings_parse_to_microseconds():
 
 def test_tick_creates_the_due_snapshot_named_for_its_due_time(store, clock, tenant):
     clock.fixed = DAY + H
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     schedule = store.set_schedule(
         tenant, first_at_us=FIRST, interval_us=EVERY, retain_age_us=parse_duration("2d")
     )
@@ -76,8 +76,8 @@ def test_tick_creates_the_due_snapshot_named_for_its_due_time(store, clock, tena
     assert snap.ts == DAY + 2 * H  # the due time itself: nothing changed since 01:00
     assert snap.expires_at == DAY + 2 * H + 48 * H
     clock.fixed = DAY + 3 * H
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
-    assert store.read(tenant, "db", "items", snap.name).to_pylist() == [{"id": 1, "v": "a"}]
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
+    assert store.read(tenant, "db.items", snap.name).to_pylist() == [{"id": 1, "v": "a"}]
 
 
 def test_second_tick_at_the_same_time_is_a_no_op(store, clock, tenant):
@@ -96,7 +96,7 @@ def test_tick_past_the_next_due_time_creates_the_next_snapshot(store, clock, ten
     store.set_schedule(tenant, first_at_us=FIRST, interval_us=EVERY, name_prefix="nightly")
     tick_at(store, clock, tenant, DAY + 2 * H)
     clock.fixed = DAY + 4 * H
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
 
     assert tick_at(store, clock, tenant, DAY + 8 * H - 1) == ([], [])
     assert tick_at(store, clock, tenant, DAY + 8 * H) == (["nightly-20260105T080000Z"], [])
@@ -119,12 +119,12 @@ def test_scheduled_snapshot_whose_due_time_is_unprotected_takes_the_tick_commit_
     clock.fixed = DAY + H
     store.set_schedule(tenant, first_at_us=FIRST, interval_us=EVERY)
     clock.fixed = DAY + 2 * H + M  # a change after 02:00 leaves 02:00 unprotected
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
 
     assert tick_at(store, clock, tenant, DAY + 2 * H + 10 * M) == (["auto-20260105T020000Z"], [])
     snap = store.snapshot(tenant, "auto-20260105T020000Z")
     assert snap.ts == snap.created_ts >= DAY + 2 * H + 10 * M
-    assert store.read(tenant, "db", "items", snap.name).to_pylist() == [{"id": 1, "v": "a"}]
+    assert store.read(tenant, "db.items", snap.name).to_pylist() == [{"id": 1, "v": "a"}]
 
 
 def test_retention_by_count_expires_the_oldest_scheduled_snapshots(store, clock, tenant):

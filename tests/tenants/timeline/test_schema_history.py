@@ -35,7 +35,7 @@ def items(**columns: list[Any]) -> pa.Table:
 
 
 def read(store: TableStore, tenant: str, table: str = "items", as_of=None) -> list[dict]:
-    return store.read(tenant, "db", table, as_of).to_pylist()
+    return store.read(tenant, f"db.{table}", as_of).to_pylist()
 
 
 def schema_now(store: TableStore, tenant: str, table: str = "items") -> TableSchema:
@@ -49,9 +49,9 @@ def tenant(store: TableStore, clock) -> str:
     clock.fixed = T0
     name = f"t-{uuid.uuid4().hex[:10]}"
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     clock.fixed = T0 + M
-    store.write(name, "db", "items", upserts=items(id=[1, 2], v=["a", "b"]))
+    store.write(name, "db.items", upserts=items(id=[1, 2], v=["a", "b"]))
     clock.fixed = T0 + 2 * M
     store.create_snapshot(name, "before")
     return name
@@ -61,10 +61,10 @@ def test_added_nullable_column_reads_null_for_old_rows_and_old_times_keep_old_sc
     store, clock, tenant
 ):
     clock.fixed = T0 + H
-    altered = store.alter_table(tenant, "db", "items", add=[Column("note", "string")])
+    altered = store.alter_table(tenant, "db.items", add=[Column("note", "string")])
     assert altered.schema.names == ["id", "v", "note"]
     assert altered.schema.fingerprint != SCHEMA.fingerprint
-    store.write(tenant, "db", "items", upserts=items(id=[3], v=["c"], note=["new"]))
+    store.write(tenant, "db.items", upserts=items(id=[3], v=["c"], note=["new"]))
 
     assert read(store, tenant) == [
         {"id": 1, "v": "a", "note": None},
@@ -72,15 +72,13 @@ def test_added_nullable_column_reads_null_for_old_rows_and_old_times_keep_old_sc
         {"id": 3, "v": "c", "note": "new"},
     ]
     assert read(store, tenant, as_of="before") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
-    assert store.read(tenant, "db", "items", "before").schema == SCHEMA.arrow()
+    assert store.read(tenant, "db.items", "before").schema == SCHEMA.arrow()
 
 
 def test_added_column_with_default_reads_the_default_for_old_rows(store, clock, tenant):
     clock.fixed = T0 + H
-    store.alter_table(
-        tenant, "db", "items", add=[Column("qty", "int64", nullable=False, default=7)]
-    )
-    store.write(tenant, "db", "items", upserts=items(id=[2, 3], v=["b2", "c"], qty=[1, 2]))
+    store.alter_table(tenant, "db.items", add=[Column("qty", "int64", nullable=False, default=7)])
+    store.write(tenant, "db.items", upserts=items(id=[2, 3], v=["b2", "c"], qty=[1, 2]))
 
     assert read(store, tenant) == [
         {"id": 1, "v": "a", "qty": 7},
@@ -89,16 +87,16 @@ def test_added_column_with_default_reads_the_default_for_old_rows(store, clock, 
     ]
     assert read(store, tenant, as_of="before") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
     with pytest.raises(SchemaMismatch, match="'qty' .* is NOT NULL but has nulls"):
-        store.write(tenant, "db", "items", upserts=items(id=[4], v=["d"], qty=[None]))
+        store.write(tenant, "db.items", upserts=items(id=[4], v=["d"], qty=[None]))
 
 
 def test_dropped_column_is_gone_now_and_present_at_times_before_the_drop(store, clock, tenant):
     clock.fixed = T0 + H
-    altered = store.alter_table(tenant, "db", "items", drop=["v"])
+    altered = store.alter_table(tenant, "db.items", drop=["v"])
     assert altered.schema.names == ["id"]
-    store.write(tenant, "db", "items", upserts=items(id=[3]))
+    store.write(tenant, "db.items", upserts=items(id=[3]))
     with pytest.raises(SchemaMismatch, match=r"unexpected columns \['v'\]"):
-        store.write(tenant, "db", "items", upserts=items(id=[4], v=["d"]))
+        store.write(tenant, "db.items", upserts=items(id=[4], v=["d"]))
 
     assert read(store, tenant) == [{"id": 1}, {"id": 2}, {"id": 3}]
     assert read(store, tenant, as_of="before") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
@@ -112,11 +110,11 @@ def test_readding_a_dropped_column_name_is_refused_so_old_values_never_resurrect
     # Objects written before the drop still hold "v"; a new column of that name
     # would show those values again, so names are never reused (docs/decisions.md).
     clock.fixed = T0 + H
-    store.alter_table(tenant, "db", "items", drop=["v"])
+    store.alter_table(tenant, "db.items", drop=["v"])
     clock.fixed = T0 + 2 * H
     before = store.tables(tenant)[0].schema
     with pytest.raises(SchemaMismatch, match="column name 'v' was used before"):
-        store.alter_table(tenant, "db", "items", add=[Column("v", "string")])
+        store.alter_table(tenant, "db.items", add=[Column("v", "string")])
     assert store.tables(tenant)[0].schema == before
     assert read(store, tenant) == [{"id": 1}, {"id": 2}]
     assert read(store, tenant, as_of="before") == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
@@ -124,13 +122,13 @@ def test_readding_a_dropped_column_name_is_refused_so_old_values_never_resurrect
 
 def test_ddl_as_of_a_protected_time_lists_the_tables_that_existed_then(store, clock, tenant):
     clock.fixed = T0 + 3 * M
-    store.create_table(tenant, "db", "doomed", SCHEMA)
-    store.write(tenant, "db", "doomed", upserts=items(id=[9], v=["z"]))
+    store.create_table(tenant, "db.doomed", SCHEMA)
+    store.write(tenant, "db.doomed", upserts=items(id=[9], v=["z"]))
     clock.fixed = T0 + 4 * M
     store.create_snapshot(tenant, "both")
     clock.fixed = T0 + H
-    store.drop_table(tenant, "db", "doomed")
-    store.create_table(tenant, "other", "later", SCHEMA)
+    store.drop_table(tenant, "db.doomed")
+    store.create_table(tenant, "other.later", SCHEMA)
 
     assert [t.qualified for t in store.tables(tenant, "before")] == ["db.items"]
     assert [t.qualified for t in store.tables(tenant, "both")] == ["db.doomed", "db.items"]
@@ -138,20 +136,20 @@ def test_ddl_as_of_a_protected_time_lists_the_tables_that_existed_then(store, cl
     # A table dropped after T still reads at T; one created after T does not exist at T.
     assert read(store, tenant, "doomed", as_of="both") == [{"id": 9, "v": "z"}]
     with pytest.raises(NotFound, match="table db.doomed does not exist"):
-        store.read(tenant, "db", "doomed")
+        store.read(tenant, "db.doomed")
     with pytest.raises(NotFound, match="table other.later does not exist"):
-        store.read(tenant, "other", "later", "both")
+        store.read(tenant, "other.later", "both")
     with pytest.raises(UnprotectedTime, match="is not protected"):
         store.tables(tenant, T0 + 3 * M + 1)
 
 
 def test_recreated_table_reads_the_old_table_rows_at_times_before_the_drop(store, clock, tenant):
     clock.fixed = T0 + H
-    old = store.drop_table(tenant, "db", "items")
+    old = store.drop_table(tenant, "db.items")
     new_schema = TableSchema.of([("id", "int64"), ("w", "double")], ["id"])
     clock.fixed = T0 + 2 * H
-    new = store.create_table(tenant, "db", "items", new_schema)
-    store.write(tenant, "db", "items", upserts=items(id=[5], w=[0.5]))
+    new = store.create_table(tenant, "db.items", new_schema)
+    store.write(tenant, "db.items", upserts=items(id=[5], w=[0.5]))
 
     assert new.id != old.id
     assert read(store, tenant) == [{"id": 5, "w": 0.5}]
@@ -202,7 +200,7 @@ def test_invalid_alter_is_refused_and_changes_nothing(
     clock.fixed = T0 + H
 
     with pytest.raises(error, match=message):
-        store.alter_table(tenant, "db", "items", add=add, drop=drop)
+        store.alter_table(tenant, "db.items", add=add, drop=drop)
 
     assert store.tables(tenant) == [before]
     assert store.now() == last_ts
@@ -238,7 +236,7 @@ def test_default_of_the_wrong_type_is_refused_and_changes_nothing(
 
     with pytest.raises(SchemaMismatch, match=f"default {default!r} of column 'c' is not a"):
         store.alter_table(
-            tenant, "db", "items", add=[Column("c", type_, nullable=False, default=default)]
+            tenant, "db.items", add=[Column("c", type_, nullable=False, default=default)]
         )
 
     assert schema_now(store, tenant) == before

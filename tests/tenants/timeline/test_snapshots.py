@@ -22,7 +22,7 @@ T0 = parse_instant("2026-01-05T00:30:00Z")
 
 
 def read(store: TableStore, tenant: str, as_of: int | str | None = None) -> list[tuple[int, str]]:
-    return pairs(store.read(tenant, "db", "items", as_of))
+    return pairs(store.read(tenant, "db.items", as_of))
 
 
 def names(store: TableStore, tenant: str) -> list[str]:
@@ -40,7 +40,7 @@ def tenant(store: TableStore, clock) -> str:
     clock.fixed = T0
     name = f"t-{uuid.uuid4().hex[:10]}"
     store.create_tenant(name)
-    store.create_table(name, "db", "items", SCHEMA)
+    store.create_table(name, "db.items", SCHEMA)
     return name
 
 
@@ -49,14 +49,14 @@ def tenant(store: TableStore, clock) -> str:
 
 def test_snapshot_at_now_follows_every_commit_and_keeps_reading_that_state(store, clock, tenant):
     clock.fixed = T0 + M
-    first = store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    first = store.write(tenant, "db.items", upserts=rows((1, "a"), (2, "b")))
     clock.fixed = T0 + 2 * M
     snap = store.create_snapshot(tenant, "s1")
     assert snap.ts > first.ts
     assert snap.kind == "manual" and snap.expires_at is None
 
     clock.fixed = T0 + H
-    store.write(tenant, "db", "items", upserts=rows((1, "a2"), (3, "c")), deletes=keys(2))
+    store.write(tenant, "db.items", upserts=rows((1, "a2"), (3, "c")), deletes=keys(2))
     clock.fixed = T0 + 2 * H
     store.compact(tenant, full=True)
 
@@ -68,9 +68,9 @@ def test_snapshot_at_now_follows_every_commit_and_keeps_reading_that_state(store
 def test_snapshot_at_a_past_time_inside_the_pitr_window_reads_that_time(store, clock, tenant):
     store.set_pitr(tenant, 72 * H)
     clock.fixed = T0 + M
-    first = store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    first = store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + H
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
     clock.fixed = T0 + 3 * H
 
     by_ts = store.create_snapshot(tenant, "by_ts", at=first.ts)
@@ -138,8 +138,8 @@ def test_drop_snapshots_by_kind_drops_only_that_kind(store, clock, tenant):
 
 def test_creating_a_snapshot_writes_no_object_and_no_object_record(store, clock, tenant):
     clock.fixed = T0 + M
-    store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
-    store.write(tenant, "db", "items", deletes=keys(2))
+    store.write(tenant, "db.items", upserts=rows((1, "a"), (2, "b")))
+    store.write(tenant, "db.items", deletes=keys(2))
     bucket_keys = sorted(o.key for o in store.objects.list("tenants/"))
     objects = catalog_count(store, "objects")
     members = catalog_count(store, "membership")
@@ -180,7 +180,7 @@ def test_unknown_snapshot_is_not_found_for_show_drop_and_read(store, clock, tena
     with pytest.raises(NotFound, match="has no snapshot 'nope'"):
         store.drop_snapshot(tenant, "nope")
     with pytest.raises(NotFound, match="has no snapshot 'nope'"):
-        store.read(tenant, "db", "items", "nope")
+        store.read(tenant, "db.items", "nope")
 
     assert store.snapshots(tenant) == before
 
@@ -206,7 +206,7 @@ def test_snapshot_or_read_in_the_future_is_invalid_and_changes_nothing(store, cl
     with pytest.raises(InvalidArgument, match="is in the future"):
         store.create_snapshot(tenant, "later", at=format_ts(T0 + 2 * H))
     with pytest.raises(InvalidArgument, match="is in the future"):
-        store.read(tenant, "db", "items", T0 + H + 1)
+        store.read(tenant, "db.items", T0 + H + 1)
 
     assert store.snapshots(tenant) == []
     assert store.now() == last_ts
@@ -216,11 +216,11 @@ def test_snapshot_at_an_unprotected_time_names_the_recoverable_range_and_nearest
     store, clock, tenant
 ):
     clock.fixed = T0 + M
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + 10 * M
     before = store.create_snapshot(tenant, "before")
     clock.fixed = T0 + 20 * M
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
     clock.fixed = T0 + 30 * M
     after = store.create_snapshot(tenant, "after")
     snapshots, last_ts = store.snapshots(tenant), store.now()
@@ -237,7 +237,7 @@ def test_snapshot_at_an_unprotected_time_names_the_recoverable_range_and_nearest
     with pytest.raises(UnprotectedTime, match=expected):
         store.create_snapshot(tenant, "lost", at=format_ts(lost))
     with pytest.raises(UnprotectedTime, match=expected):
-        store.read(tenant, "db", "items", lost)
+        store.read(tenant, "db.items", lost)
 
     assert store.snapshots(tenant) == snapshots
     assert store.now() == last_ts
@@ -245,9 +245,9 @@ def test_snapshot_at_an_unprotected_time_names_the_recoverable_range_and_nearest
 
 def test_unprotected_time_error_names_the_pitr_window_when_one_is_set(store, clock, tenant):
     clock.fixed = T0 + M
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + 10 * M
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
     clock.fixed = T0 + H
     store.set_pitr(tenant, 72 * H)  # since T0 + 1h: does not reach back to T0 + 5m
     window = rf"the PITR window {format_ts(T0 + H)} \.\. {format_ts(T0 + H)}"
@@ -274,14 +274,14 @@ def test_drop_snapshots_without_a_filter_is_invalid_and_drops_nothing(store, clo
 
 def test_read_at_an_unprotected_time_fails_and_so_does_ddl_as_of_it(store, clock, tenant):
     clock.fixed = T0 + M
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + H
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
 
     with pytest.raises(UnprotectedTime, match="is not protected"):
-        store.read(tenant, "db", "items", T0 + 30 * M)
+        store.read(tenant, "db.items", T0 + 30 * M)
     with pytest.raises(UnprotectedTime, match="is not protected"):
-        store.read(tenant, "db", "items", format_ts(T0 + 30 * M))
+        store.read(tenant, "db.items", format_ts(T0 + 30 * M))
     with pytest.raises(UnprotectedTime, match="is not protected"):
         store.tables(tenant, T0 + 30 * M)
     with pytest.raises(UnprotectedTime, match="is not protected"):
@@ -290,10 +290,10 @@ def test_read_at_an_unprotected_time_fails_and_so_does_ddl_as_of_it(store, clock
 
 def test_a_snapshot_reads_the_same_by_name_iso_instant_and_raw_ts(store, clock, tenant):
     clock.fixed = T0 + M + 123_457  # odd µs, so the ISO form carries them
-    store.write(tenant, "db", "items", upserts=rows((1, "a"), (2, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "a"), (2, "b")))
     snap = store.create_snapshot(tenant, "s1")
     clock.fixed = T0 + H
-    store.write(tenant, "db", "items", upserts=rows((2, "c")), deletes=keys(1))
+    store.write(tenant, "db.items", upserts=rows((2, "c")), deletes=keys(1))
 
     expected = [(1, "a"), (2, "b")]
     assert store.resolve_time(tenant, format_ts(snap.ts)) == snap.ts
@@ -304,9 +304,9 @@ def test_a_snapshot_reads_the_same_by_name_iso_instant_and_raw_ts(store, clock, 
 
 def test_any_time_from_the_last_change_up_to_now_reads_as_now(store, clock, tenant):
     clock.fixed = T0 + M
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + 10 * M
-    last = store.write(tenant, "db", "items", upserts=rows((1, "b"), (2, "c")))
+    last = store.write(tenant, "db.items", upserts=rows((1, "b"), (2, "c")))
     clock.fixed = T0 + 5 * H
     store.create_snapshot(tenant, "not_a_change")  # a commit, but no change of data
     clock.fixed = T0 + 6 * H
@@ -315,9 +315,9 @@ def test_any_time_from_the_last_change_up_to_now_reads_as_now(store, clock, tena
     for as_of in (last.ts, last.ts + 1, T0 + 3 * H, T0 + 6 * H, format_ts(T0 + 2 * H)):
         assert read(store, tenant, as_of) == now, as_of
     with pytest.raises(UnprotectedTime, match="is not protected"):
-        store.read(tenant, "db", "items", last.ts - 1)
+        store.read(tenant, "db.items", last.ts - 1)
     with pytest.raises(InvalidArgument, match="is in the future"):
-        store.read(tenant, "db", "items", T0 + 6 * H + 1)
+        store.read(tenant, "db.items", T0 + 6 * H + 1)
 
 
 def test_pitr_window_protects_times_inside_it_and_not_outside(store, clock, tenant):
@@ -326,11 +326,11 @@ def test_pitr_window_protects_times_inside_it_and_not_outside(store, clock, tena
     assert window is not None and window.window_us == 72 * H and window.since_ts == T0 + M
     assert store.pitr(tenant) == window
     clock.fixed = T0 + 2 * M
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + H
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
     clock.fixed = T0 + 50 * H
-    store.write(tenant, "db", "items", upserts=rows((1, "c")))
+    store.write(tenant, "db.items", upserts=rows((1, "c")))
 
     clock.fixed = T0 + 60 * H
     assert store.protection(tenant).window == (T0 + M, T0 + 60 * H)
@@ -344,21 +344,21 @@ def test_pitr_window_protects_times_inside_it_and_not_outside(store, clock, tena
     assert read(store, tenant, T0 + 2 * H) == [(1, "b")]
     assert read(store, tenant, T0 + 49 * H) == [(1, "b")]
     with pytest.raises(UnprotectedTime, match="is not protected"):
-        store.read(tenant, "db", "items", T0 + 30 * M)
+        store.read(tenant, "db.items", T0 + 30 * M)
 
 
 def test_pitr_window_never_reaches_before_it_was_set(store, clock, tenant):
     clock.fixed = T0 + M
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + 10 * M
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
     clock.fixed = T0 + H
 
     window = store.set_pitr(tenant, 72 * H)
     assert window is not None and window.since_ts == T0 + H
     assert store.protection(tenant).window == (T0 + H, T0 + H)
     with pytest.raises(UnprotectedTime, match="is not protected"):
-        store.read(tenant, "db", "items", T0 + 5 * M)
+        store.read(tenant, "db.items", T0 + 5 * M)
 
     # Growing the window later still does not reach before the first setting.
     clock.fixed = T0 + 2 * H
@@ -366,17 +366,17 @@ def test_pitr_window_never_reaches_before_it_was_set(store, clock, tenant):
     assert grown is not None and grown.since_ts == T0 + H
     assert store.protection(tenant).window == (T0 + H, T0 + 2 * H)
     with pytest.raises(UnprotectedTime, match="is not protected"):
-        store.read(tenant, "db", "items", T0 + 5 * M)
+        store.read(tenant, "db.items", T0 + 5 * M)
 
 
 def test_turning_pitr_off_unprotects_its_times_but_not_snapshots(store, clock, tenant):
     store.set_pitr(tenant, 72 * H)
     clock.fixed = T0 + M
-    store.write(tenant, "db", "items", upserts=rows((1, "a")))
+    store.write(tenant, "db.items", upserts=rows((1, "a")))
     clock.fixed = T0 + 10 * M
     store.create_snapshot(tenant, "kept")
     clock.fixed = T0 + H
-    store.write(tenant, "db", "items", upserts=rows((1, "b")))
+    store.write(tenant, "db.items", upserts=rows((1, "b")))
     clock.fixed = T0 + 2 * H
     assert read(store, tenant, T0 + 5 * M) == [(1, "a")]
 
@@ -385,7 +385,7 @@ def test_turning_pitr_off_unprotects_its_times_but_not_snapshots(store, clock, t
     assert store.pitr(tenant) is None
     assert store.protection(tenant).window is None
     with pytest.raises(UnprotectedTime, match="no PITR window"):
-        store.read(tenant, "db", "items", T0 + 5 * M)
+        store.read(tenant, "db.items", T0 + 5 * M)
     assert read(store, tenant, "kept") == [(1, "a")]
 
 
