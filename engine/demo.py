@@ -275,10 +275,9 @@ def step_verify(demo: Demo) -> None:
     for column in ("table", *(f"rows @ {name}" for name in times), "matches"):
         report.add_column(column, justify="left" if column == "table" else "right")
     for table in TABLES:
-        database, name = table.split(".")
         counts = []
         for label, (ts, model) in times.items():
-            got = demo.store.read(TENANT, f"{database}.{name}", ts).to_pylist()
+            got = demo.store.read(TENANT, table, ts).to_pylist()
             want = [model[table][k] for k in sorted(model[table])]
             if got != want:
                 raise DemoFailed(

@@ -45,8 +45,13 @@ def column_name(name: str) -> str:
     return name
 
 
-def qualified_table(text: str) -> tuple[str, str]:
-    """Split ``DB.TABLE`` into validated parts."""
+def qualified_table(text: object) -> tuple[str, str]:
+    """Split ``DB.TABLE`` into validated parts (``InvalidName`` for anything else,
+    a non-string too)."""
+    if not isinstance(text, str):
+        raise InvalidName(
+            f"invalid table reference {text!r}: expected DB.TABLE, one string such as 'shop.orders'"
+        )
     parts = text.split(".")
     if len(parts) != 2:
         raise InvalidName(f"invalid table reference {text!r}: expected DB.TABLE")

@@ -53,11 +53,11 @@ def read_as_of(
         InvalidName: ``table`` is not ``database.table``.
         NotFound, UnprotectedTime: as for any read.
     """
-    database, name = qualified_table(table)
+    qualified_table(table)  # before the store opens
     owned = store is None
     store = store or TableStore.open()
     try:
-        plan = store.plan_read(tenant, f"{database}.{name}", as_of)
+        plan = store.plan_read(tenant, table, as_of)
         return spark_dataframe(store.objects, plan, spark)
     finally:
         if owned:

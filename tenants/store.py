@@ -17,6 +17,7 @@ from tenants.catalog import Catalog, open_catalog
 from tenants.catalog.base import Clock, wall_clock_us
 from tenants.config import S3Settings, default_catalog_uri, default_warehouse_uri
 from tenants.errors import NotFound
+from tenants.names import object_name, qualified_table
 from tenants.objects.sizes import BATCH_ROWS, DEFAULT_TARGET_BYTES
 from tenants.objectstore import ObjectStore, open_object_store
 from tenants.spark.credentials import environment_settings
@@ -56,7 +57,13 @@ Reader = Literal["local", "spark"]
 
 
 class TableStore:
-    """A tenant store: a catalog and the warehouse its objects live in."""
+    """A tenant store: a catalog and the warehouse its objects live in.
+
+    A method that acts on one table names it as one ``"db.table"`` string
+    (``store.write("acme", "shop.orders", upserts=...)``), as ``read_arrow``,
+    the engine functions and the CLI's ``DB.TABLE`` do; a malformed or
+    non-string name raises ``InvalidName`` before any I/O.
+    """
 
     def __init__(self, catalog: Catalog, objects: ObjectStore) -> None:
         self.catalog = catalog
@@ -147,28 +154,30 @@ class TableStore:
         with self.catalog.snapshot() as tx:
             return list_tenants(tx, include_dropped)
 
-    def create_table(
-        self, tenant: str, database: str, table: str, schema: TableSchema
-    ) -> TableRecord:
+    def create_table(self, tenant: str, table: str, schema: TableSchema) -> TableRecord:
+        """Create ``table`` (``"db.table"``); a database exists while it has a table."""
+        database, name = qualified_table(table)
         with self.catalog.transaction() as tx:
-            return create_table(tx, active_tenant(tx, tenant), database, table, schema)
+            return create_table(tx, active_tenant(tx, tenant), database, name, schema)
 
-    def drop_table(self, tenant: str, database: str, table: str) -> TableRecord:
+    def drop_table(self, tenant: str, table: str) -> TableRecord:
+        """Drop ``table`` (``"db.table"``); ``engine.undrop_table`` brings it back."""
+        database, name = qualified_table(table)
         with self.catalog.transaction() as tx:
-            return drop_table(tx, active_tenant(tx, tenant), database, table)
+            return drop_table(tx, active_tenant(tx, tenant), database, name)
 
     def alter_table(
         self,
         tenant: str,
-        database: str,
         table: str,
         *,
         add: Sequence[Column] = (),
         drop: Sequence[str] = (),
     ) -> TableRecord:
-        """Add (nullable or defaulted) and drop (non-key) columns."""
+        """Add (nullable or defaulted) and drop (non-key) columns of ``table`` (``"db.table"``)."""
+        database, name = qualified_table(table)
         with self.catalog.transaction() as tx:
-            return alter_table(tx, active_tenant(tx, tenant), database, table, add=add, drop=drop)
+            return alter_table(tx, active_tenant(tx, tenant), database, name, add=add, drop=drop)
 
     def tables(self, tenant: str, as_of: AsOf | None = None) -> list[TableRecord]:
         """DDL as of a protected time: the tables that existed then, with their schemas."""
@@ -305,49 +314,50 @@ class TableStore:
     def write(
         self,
         tenant: str,
-        database: str,
         table: str,
         *,
         upserts: pa.Table | None = None,
         deletes: pa.Table | None = None,
         only_present: bool = False,
     ) -> WriteResult:
-        """One commit; see :func:`tenants.writes.write` (``only_present`` counts real deletes)."""
+        """One commit to ``table`` (``"db.table"``); see :func:`tenants.writes.write`
+        (``only_present`` counts real deletes)."""
         from tenants.writes import write
 
+        database, name = qualified_table(table)
         return write(
             self.catalog,
             self.objects,
             tenant,
             database,
-            table,
+            name,
             upserts=upserts,
             deletes=deletes,
             only_present=only_present,
         )
 
-    def plan_read(
-        self, tenant: str, database: str, table: str, as_of: AsOf | None = None
-    ) -> ReadPlan:
+    def plan_read(self, tenant: str, table: str, as_of: AsOf | None = None) -> ReadPlan:
+        """The objects a read of ``table`` (``"db.table"``) at ``as_of`` merges."""
         from tenants.reads.visible import plan_read
 
-        return plan_read(self.catalog, tenant, database, table, as_of)
+        database, name = qualified_table(table)
+        return plan_read(self.catalog, tenant, database, name, as_of)
 
     def read(
         self,
         tenant: str,
-        database: str,
         table: str,
         as_of: AsOf | None = None,
         *,
         reader: Reader = "local",
     ) -> pa.Table:
-        """Visible rows at ``as_of`` (default now), sorted by primary key.
+        """Visible rows of ``table`` (``"db.table"``) at ``as_of`` (default now),
+        sorted by primary key.
 
         ``as_of`` is a ts or text (snapshot name, ISO-8601 instant, ts) and must
         be a protected time of the tenant.
         """
-        plan = self.plan_read(tenant, database, table, as_of)
+        plan = self.plan_read(tenant, table, as_of)
         if reader == "spark":
             from tenants.spark.scan import read_spark
 
@@ -389,36 +399,38 @@ class TableStore:
     def load(
         self,
         tenant: str,
-        database: str,
         table: str,
         batches: Iterable[pa.Table | pa.RecordBatch],
     ) -> WriteResult:
-        """Upsert rows that arrive in batches, as one commit, in bounded memory
-        (:func:`tenants.loads.load`)."""
+        """Upsert rows that arrive in batches into ``table`` (``"db.table"``), as one
+        commit, in bounded memory (:func:`tenants.loads.load`)."""
         from tenants.loads import load
 
-        return load(self.catalog, self.objects, tenant, database, table, batches)
+        database, name = qualified_table(table)
+        return load(self.catalog, self.objects, tenant, database, name, batches)
 
     def compact(
         self,
         tenant: str,
-        database: str | None = None,
         table: str | None = None,
         *,
         target_bytes: int = DEFAULT_TARGET_BYTES,
         full: bool = False,
         memory: int | None = None,
     ) -> list[CompactionResult]:
-        """Merge objects; ``full=True`` also drops versions no protected time needs;
-        ``memory`` bounds the bytes a merge holds (default: tenants.compaction)."""
+        """Merge objects of every live table of the tenant, of one database
+        (``table="db.*"``) or of one table (``"db.table"``); ``full=True`` also
+        drops versions no protected time needs; ``memory`` bounds the bytes a
+        merge holds (default: tenants.compaction)."""
         from tenants.compaction import compact
 
+        database, name = _compaction_scope(table)
         return compact(
             self.catalog,
             self.objects,
             tenant,
             database,
-            table,
+            name,
             target_bytes=target_bytes,
             full=full,
             memory=memory,
@@ -429,6 +441,16 @@ class TableStore:
 
         with self.catalog.snapshot() as tx:
             return tenant_objects(tx, find_tenant(tx, tenant).id)
+
+
+def _compaction_scope(table: str | None) -> tuple[str | None, str | None]:
+    """``None`` (every table), ``"db.*"`` (a database) or ``"db.table"``, as
+    (database, table) for :func:`tenants.compaction.compact`."""
+    if isinstance(table, str) and table.endswith(".*"):
+        return object_name(table[:-2], "database"), None
+    if table is None:
+        return None, None
+    return qualified_table(table)
 
 
 def _nothing_there(what: str, warehouse: str | None) -> str:

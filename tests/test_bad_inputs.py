@@ -115,8 +115,8 @@ def world(store: TableStore, bucket: str, s3_server: EmbeddedS3) -> World:
 Call = Callable[[World], Any]
 
 
-def write(tenant: str = "acme", database: str = "db", table: str = "orders", **kwargs: Any) -> Call:
-    return lambda w: w.store.write(tenant, f"{database}.{table}", **kwargs)
+def write(tenant: str = "acme", table: Any = "db.orders", **kwargs: Any) -> Call:
+    return lambda w: w.store.write(tenant, table, **kwargs)
 
 
 CASES: list[tuple[str, Call, type[RewindError], str]] = [
@@ -179,13 +179,13 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "write-table-dot",
-        write(table="or.ders", upserts=rows()),
+        write(table="db.or.ders", upserts=rows()),
         InvalidName,
-        r"invalid table name 'or.ders'",
+        r"invalid table reference 'db\.or\.ders': expected DB\.TABLE",
     ),
     (
         "write-database-space",
-        write(database="d b", upserts=rows()),
+        write(table="d b.orders", upserts=rows()),
         InvalidName,
         r"invalid database name 'd b'",
     ),
@@ -201,6 +201,37 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
         InvalidName,
         r"invalid table name",
     ),
+    # a table is one "db.table" string (TableStore, as read_arrow and the engine)
+    (
+        "read-table-without-database",
+        lambda w: w.store.read("acme", "orders"),
+        InvalidName,
+        r"invalid table reference 'orders': expected DB\.TABLE",
+    ),
+    (
+        "write-table-not-a-string",
+        write(table=("db", "orders"), upserts=rows()),
+        InvalidName,
+        r"invalid table reference \('db', 'orders'\): expected DB\.TABLE",
+    ),
+    (
+        "create-table-none",
+        lambda w: w.store.create_table("acme", cast(str, None), SCHEMA),
+        InvalidName,
+        r"invalid table reference None: expected DB\.TABLE",
+    ),
+    (
+        "compact-table-not-a-string",
+        lambda w: w.store.compact("acme", cast(str, 7)),
+        InvalidName,
+        r"invalid table reference 7: expected DB\.TABLE",
+    ),
+    (
+        "compact-database-name",
+        lambda w: w.store.compact("acme", "d b.*"),
+        InvalidName,
+        r"invalid database name 'd b'",
+    ),
     # missing things
     (
         "write-unknown-tenant",
@@ -210,13 +241,13 @@ CASES: list[tuple[str, Call, type[RewindError], str]] = [
     ),
     (
         "write-unknown-table",
-        write(table="nothere", upserts=rows()),
+        write(table="db.nothere", upserts=rows()),
         NotFound,
         r"table db\.nothere does not exist",
     ),
     (
         "write-unknown-database",
-        write(database="nodb", upserts=rows()),
+        write(table="nodb.orders", upserts=rows()),
         NotFound,
         r"table nodb\.orders does not exist",
     ),

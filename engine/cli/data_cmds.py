@@ -61,13 +61,13 @@ class ReaderChoice(StrEnum):
     spark = "spark"
 
 
-def _schema(store: TableStore, tenant: str, database: str, table: str) -> TableSchema:
+def _schema(store: TableStore, tenant: str, table: str) -> TableSchema:
     """The table's current schema (raises ``NotFound`` for an unknown tenant or table).
 
     Only a parsing hint: the write path checks the batch against the schema
     again inside its commit.
     """
-    return store.plan_read(tenant, f"{database}.{table}").table.schema
+    return store.plan_read(tenant, table).table.schema
 
 
 def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -> None:
@@ -83,19 +83,19 @@ def load(ctx: typer.Context, tenant: Tenant, table: TableRef, file: InputFile) -
 
     state = cli_state(ctx)
     tenant_arg(tenant)
-    database, name = table_arg(table)
+    table_arg(table)
     store = state.store()
-    target = _schema(store, tenant, database, name).arrow()
+    target = _schema(store, tenant, table).arrow()
     size = file.stat().st_size
     try:
         with step(f"loading {file.name}", size) as loading:
             batches = read_batches(file, target, progress=loading)
-            result = store.load(tenant, f"{database}.{name}", batches)
+            result = store.load(tenant, table, batches)
     except RowTooLong:
         # Rare: a row longer than a block. Again, with blocks as large as we accept.
         with step(f"loading {file.name}", size) as loading:
             batches = read_batches(file, target, CSV_MAX_ROW_BYTES, loading)
-            result = store.load(tenant, f"{database}.{name}", batches)
+            result = store.load(tenant, table, batches)
     if state.json:
         render.emit_json(render.write_json(tenant, table, result))
     else:
@@ -134,11 +134,11 @@ def delete(
 
     state = cli_state(ctx)
     tenant_arg(tenant)
-    database, name = table_arg(table)
+    table_arg(table)
     store = state.store()
-    key_rows = read_file(keys, _schema(store, tenant, database, name).key_arrow())
+    key_rows = read_file(keys, _schema(store, tenant, table).key_arrow())
     # Only keys that are there get a tombstone, so the count is what was deleted.
-    result = store.write(tenant, f"{database}.{name}", deletes=key_rows, only_present=True)
+    result = store.write(tenant, table, deletes=key_rows, only_present=True)
     given = key_rows.num_rows
     if state.json:
         render.emit_json(render.write_json(tenant, table, result) | {"keys_given": given})
@@ -270,13 +270,13 @@ def query(
         show_sql(store, tenant, sql, ts, limit, state.json)
         return
     assert table is not None
-    database, name = table_arg(table)
-    plan = store.plan_read(tenant, f"{database}.{name}", ts)
+    table_arg(table)
+    plan = store.plan_read(tenant, table, ts)
     keys = KeyRange.parse(key_from, key_to, plan.table.schema.key_arrow())
     if keys is not None and reader is ReaderChoice.spark:
         raise InvalidArgument("--from and --to read locally: leave out --reader spark")
     if reader is ReaderChoice.spark:
-        whole = store.read(tenant, f"{database}.{name}", ts, reader="spark")
+        whole = store.read(tenant, table, ts, reader="spark")
         keep = whole.num_rows if limit is None else min(limit + 1, whole.num_rows)
         parts: Iterable[pa.Table] = [whole.slice(0, keep)]
     else:
@@ -326,7 +326,8 @@ def compact(
     """Merge each table's objects into few large objects sorted by (key, ts), streaming."""
     state = cli_state(ctx)
     tenant_arg(tenant)
-    database, name = table_arg(table) if table is not None else (None, None)
+    if table is not None:
+        table_arg(table)
     # `not <=` also refuses nan; inf and 1e308 fail the upper bound before int().
     if not 0 < target_mb <= MAX_TARGET_BYTES / MIB:
         raise InvalidArgument(
@@ -337,7 +338,7 @@ def compact(
     if budget is not None and budget < MIN_MEMORY:
         raise InvalidArgument(f"invalid --memory {memory!r}: give at least {MIN_MEMORY // MIB} MiB")
     results = state.store().compact(
-        tenant, f"{database}.{name}", target_bytes=max(1, int(target_mb * MIB)), memory=budget
+        tenant, table, target_bytes=max(1, int(target_mb * MIB)), memory=budget
     )
     if state.json:
         render.emit_json([asdict(r) for r in results])

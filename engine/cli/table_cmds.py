@@ -74,9 +74,9 @@ def create(
     """
     state = cli_state(ctx)
     tenant_arg(tenant)
-    database, name = table_arg(table)
+    table_arg(table)
     schema = parse_schema(column, key)
-    record = state.store().create_table(tenant, f"{database}.{name}", schema)
+    record = state.store().create_table(tenant, table, schema)
     if state.json:
         render.emit_json(render.table_json(record))
     else:
@@ -113,9 +113,9 @@ def drop(ctx: typer.Context, tenant: Tenant, table: TableRef) -> None:
     """Drop a table (its history stays readable at earlier times)."""
     state = cli_state(ctx)
     tenant_arg(tenant)
-    database, name = table_arg(table)
+    table_arg(table)
     store = state.store()
-    record = store.drop_table(tenant, f"{database}.{name}")
+    record = store.drop_table(tenant, table)
     guard = store.protection(tenant)
     retained = guard.oldest < guard.current_from  # a snapshot or the PITR window reaches back
     if state.json:
@@ -232,12 +232,12 @@ def alter(
     """
     state = cli_state(ctx)
     tenant_arg(tenant)
-    database, name = table_arg(table)
+    table_arg(table)
     columns = [parse_column_spec(spec) for spec in add or []]
     dropped = [column_name(c.strip()) for c in drop or []]
     if not columns and not dropped:
         raise InvalidArgument(f"nothing to alter in {table}: give --add NAME:TYPE or --drop NAME")
-    record = state.store().alter_table(tenant, f"{database}.{name}", add=columns, drop=dropped)
+    record = state.store().alter_table(tenant, table, add=columns, drop=dropped)
     if state.json:
         render.emit_json(
             {

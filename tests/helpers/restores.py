@@ -58,7 +58,7 @@ class Minutes:
 def reads(store: TableStore, tenant: str, as_of: int | str | None = None) -> dict[str, list[dict]]:
     """Every table of ``tenant`` that exists at ``as_of`` (default now), read at ``as_of``."""
     return {
-        t.qualified: store.read(tenant, f"{t.database}.{t.name}", as_of).to_pylist()
+        t.qualified: store.read(tenant, t.qualified, as_of).to_pylist()
         for t in store.tables(tenant, as_of)
     }
 

@@ -236,9 +236,7 @@ class Harness:
             # the tables exist protects every time this history will produce.
             self.store.set_pitr(tenant, PITR_WINDOW_US)
         for index, spec in enumerate(TABLES):
-            record = self.store.create_table(
-                spec.tenant, f"{spec.database}.{spec.name}", spec.schema
-            )
+            record = self.store.create_table(spec.tenant, spec.qualified, spec.schema)
             self.created[index] = record.created_ts
             self.stamps.append(record.created_ts)
             self.oracle.create_table(spec.model_name, spec.schema.primary_key)
@@ -254,7 +252,7 @@ class Harness:
             keys = [n for n in order if n in spec.schema.primary_key]
             result = self.store.write(
                 spec.tenant,
-                f"{spec.database}.{spec.name}",
+                spec.qualified,
                 upserts=_batch(spec, op.upserts, order, op.typed) if op.upserts else None,
                 deletes=_batch(spec, op.deletes, keys, op.typed) if op.deletes else None,
             )
@@ -266,7 +264,7 @@ class Harness:
         spec = TABLES[op.table]
         options: dict[str, Any] = {"target_bytes": op.target_bytes, "full": op.full}
         if op.scope == "table":
-            self.store.compact(spec.tenant, f"{spec.database}.{spec.name}", **options)
+            self.store.compact(spec.tenant, spec.qualified, **options)
             touched = [op.table]
         elif op.scope == "database":
             self.store.compact(spec.tenant, f"{spec.database}.*", **options)
@@ -301,7 +299,7 @@ class Harness:
         # A time may be named as a ts, a ts in text or an ISO-8601 instant.
         forms: list[int | str] = [as_of, str(as_of), format_ts(as_of)]
         named = forms[as_of % 3]
-        got = self.store.read(spec.tenant, f"{spec.database}.{spec.name}", named, reader=reader)
+        got = self.store.read(spec.tenant, spec.qualified, named, reader=reader)
         assert got.schema == spec.schema.arrow(), (reader, as_of)
         expected = self.oracle.read(spec.model_name, as_of)
         assert got.to_pylist() == expected, f"{reader} read of {spec.model_name} at ts {as_of}"

@@ -394,7 +394,7 @@ class Model:
             if tenant is not None:
                 store.compact(
                     tenant.ref,
-                    f"{DB if op.table else None}.{op.table}",
+                    f"{DB}.{op.table}" if op.table else None,
                     target_bytes=op.target_bytes,
                     full=op.full,
                 )

@@ -59,6 +59,11 @@ Instant = Literal["no", "wait", "pending"]
 instants = st.sampled_from(["no", "wait", "pending", "pending"])
 
 
+def ref(name: Name) -> tuple[str, str]:
+    """``(tenant, "db.table")``: how a TableStore method names the table."""
+    return name[0], f"{name[1]}.{name[2]}"
+
+
 # --- operations -------------------------------------------------------------------------
 
 
@@ -430,7 +435,7 @@ class Model:
             live = self.live(name)
             if live is None:
                 return
-            store.drop_table(*name)
+            store.drop_table(*ref(name))
             self.end(name, store.now(), dropped=True)
             self.points.append((store.now(), None))
         elif isinstance(op, CreateTable):
@@ -474,7 +479,7 @@ class Model:
         if not upserts and not deletes:
             return
         result = self.store.write(
-            *name,
+            *ref(name),
             upserts=pa.Table.from_pylist(upserts, schema=schema.arrow()) if upserts else None,
             deletes=pa.Table.from_pylist(deletes, schema=schema.key_arrow()) if deletes else None,
         )
@@ -710,7 +715,7 @@ class Model:
             for name in live:
                 segment = self.live(name)
                 assert segment is not None
-                got = store.read(*name).to_pylist()
+                got = store.read(*ref(name)).to_pylist()
                 assert got == self.expected(segment.key, now), f"{name} now"
         if not full:
             return
@@ -719,7 +724,7 @@ class Model:
                 segment = self.at(name, ts)
                 if segment is None:
                     continue
-                got = store.read(*name, as_of=label or ts).to_pylist()
+                got = store.read(*ref(name), as_of=label or ts).to_pylist()
                 assert got == self.expected(segment.key, ts), f"{name} at {label or ts}"
 
 
