@@ -106,7 +106,7 @@ class Source:
         self.rng = np.random.default_rng(seed)
         self.next_key = 0
         store.create_tenant(TENANT)
-        store.create_table(TENANT, DATABASE, TABLE, SCHEMA)
+        store.create_table(TENANT, f"{DATABASE}.{TABLE}", SCHEMA)
 
     def add(self, objects: int) -> None:
         for _ in range(objects):
@@ -118,7 +118,7 @@ class Source:
                 pa.binary(), self.rows, [None, pa.py_buffer(offsets), pa.py_buffer(payload)]
             )
             self.store.write(
-                TENANT, DATABASE, TABLE, upserts=pa.table({"id": keys, "payload": column})
+                TENANT, f"{DATABASE}.{TABLE}", upserts=pa.table({"id": keys, "payload": column})
             )
 
     def shape(self) -> dict[str, int]:
@@ -358,11 +358,10 @@ def warm_up(store: TableStore) -> float:
     the process (imports, clients, moto's first requests) lands on neither side."""
     other = "warmup"
     store.create_tenant(other)
-    store.create_table(other, DATABASE, TABLE, SCHEMA)
+    store.create_table(other, f"{DATABASE}.{TABLE}", SCHEMA)
     store.write(
         other,
-        DATABASE,
-        TABLE,
+        f"{DATABASE}.{TABLE}",
         upserts=pa.table({"id": pa.array([1], pa.int64()), "payload": pa.array([b"x"])}),
     )
 

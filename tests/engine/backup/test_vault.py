@@ -324,7 +324,7 @@ def test_verify_names_a_replaced_manifest_of_an_unlocked_backup_through_the_chai
     store: TableStore, source: Source, uri_plain: str, s3: Any, plain_bucket: str
 ) -> None:
     first = create_backup(store, "acme", "mon", uri_plain)
-    store.write("acme", "shop", "items", upserts=items_now([500]))
+    store.write("acme", "shop.items", upserts=items_now([500]))
     store.create_snapshot("acme", "later")
     second = create_backup(store, "acme", "later", uri_plain)
     assert show_backup(uri_plain, second.backup_id)["previous"]["backup_id"] == first.backup_id
