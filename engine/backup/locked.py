@@ -29,6 +29,7 @@ from engine.backup.vault import (
     LockPolicy,
     first_and_sole,
     first_version,
+    first_versions,
     is_vault,
     lock_all,
     pinned,
@@ -162,12 +163,16 @@ def recorded_versions(raw: dict[str, Any]) -> dict[str, tuple[str, int]]:
 
 
 def backup_view(dest: ObjectStore, backup_id: str, raw: dict[str, Any]) -> ObjectStore:
-    """Where a backup is read from: a locked one at the versions it recorded (and
-    its manifest's first version), whatever was put or hidden over them since;
-    another at its keys."""
+    """Where a logical backup is read from: in a vault, by version (a locked one
+    at the versions it recorded, an unlocked one at the first version of each
+    of its keys; its manifest at its first version), whatever was put or
+    hidden over them since; elsewhere at its keys."""
+    if not is_vault(dest):
+        return dest
     recorded = recorded_versions(raw)
     if not recorded:
-        return dest
+        first = first_versions(dest, f"{backup_root(backup_id)}/")
+        recorded = {key: (v.version_id, v.size) for key, v in first.items()}
     manifest = first_version(dest, manifest_key(backup_id))
     if manifest is not None:
         recorded[manifest.key] = (manifest.version_id, manifest.size)

@@ -29,6 +29,7 @@ from engine.backup.vault import (
     LockPolicy,
     first_and_sole,
     first_versions,
+    is_vault,
     lock_all,
     lock_written,
     pinned,
@@ -301,15 +302,23 @@ def read_physical_manifest(dest: ObjectStore, backup_id: str) -> dict[str, Any]:
 
 
 def objects_of(dest: ObjectStore, raw: dict[str, Any]) -> ObjectStore:
-    """Where a backup's objects are read: a locked backup's at the versions its
-    manifest recorded (never the latest of a key, which anyone may have
-    replaced or hidden); another's at their keys."""
+    """Where a backup's objects are read: in a vault, by version (a locked
+    backup's at the versions its manifest recorded, an unlocked one's at the
+    first version of each key), never the latest of a key, which anyone may
+    have replaced or hidden; elsewhere at their keys."""
+    entries = raw["objects"].values()
     recorded = {
         str(e["path"]): (str(e["version_id"]), int(e["record"]["bytes"]))
-        for e in raw["objects"].values()
+        for e in entries
         if e.get("version_id")
     }
-    return pinned(dest, recorded) if recorded else dest
+    if is_vault(dest) and len(recorded) < len(raw["objects"]):
+        first = first_versions(dest, "objects/")
+        for e in entries:
+            path = str(e["path"])
+            if path not in recorded and path in first:
+                recorded[path] = (first[path].version_id, first[path].size)
+    return pinned(dest, recorded) if recorded or is_vault(dest) else dest
 
 
 def verify_physical(dest: ObjectStore, backup_id: str) -> int:
