@@ -34,31 +34,18 @@ if __name__ == "__main__" and sys.argv[1:] == ["--version"]:
 
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
 import click
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from engine.cli import (
-    backup_cmds,
-    catalog_cmds,
-    data_cmds,
-    ddl_cmds,
-    export_cmds,
-    gc_cmds,
-    pitr_cmds,
-    render,
-    render_layout,
-    restore_cmds,
-    snapshot_cmds,
-    spark_cmds,
-    table_cmds,
-    table_restore_cmds,
-    tenant_cmds,
-)
+from engine.cli import render, render_layout
+from engine.cli.command_index import INDEX
 from engine.cli.context import CliState
+from engine.cli.lazy_commands import Command, LazyCommands
 from engine.cli.progress import watched
 from tenants.errors import RewindError
 from tenants.spark.logs import show_spark_logs
@@ -70,12 +57,50 @@ EXIT_USAGE = 2  # typer's, for a usage error
 
 class RewindGroup(TyperGroup):
     """The root command; maps every ``RewindError`` raised below it (by an option's
-    parser too) to exit 1 and, under ``--json``, typer's usage errors to JSON (exit 2)."""
+    parser too) to exit 1 and, under ``--json``, typer's usage errors to JSON (exit 2).
+
+    Its commands are built as they are looked up (engine.cli.lazy_commands): a
+    command line imports the module of the command it runs, and its help lists
+    every command from engine.cli.command_index, importing none.
+    """
+
+    # typer types a group's commands as its own click's, which it does not export;
+    # every command it builds is a TyperCommand or a TyperGroup.
+    commands: LazyCommands  # type: ignore[assignment]
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        # typer built only the commands added to `app` itself (none, but a test's).
+        self.commands = LazyCommands(
+            self.commands,
+            INDEX,
+            rich_markup_mode=self.rich_markup_mode,
+            suggest_commands=self.suggest_commands,
+        )
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        return list(self.commands)  # the names; typer's walks the commands, building each
+
+    def get_command(self, ctx: typer.Context, cmd_name: str) -> Command | None:  # type: ignore[override]
+        if ctx.meta.get(_LISTING):
+            return self.commands.listed(cmd_name)
+        command = self.commands.get(cmd_name)
+        if command is not None:  # built on its first look-up; bare flags again change nothing
+            _bare_flags(command, ctx)
+        return command
+
+    def format_help(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
+        with _listing(ctx):
+            super().format_help(ctx, formatter)
+
+    def shell_complete(self, ctx: typer.Context, incomplete: str) -> list[Any]:  # type: ignore[override]
+        with _listing(ctx):  # `rewind <TAB>` needs each command's name and help line
+            return super().shell_complete(ctx, incomplete)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         # --json is global, and some commands take it too: either asks for JSON errors.
         ctx.meta["json_errors"] = "--json" in args
-        _bare_flags(self, ctx)
+        _bare_params(self, ctx)
         try:
             return super().parse_args(ctx, args)
         except typer.TyperException as error:  # an unknown root option, say
@@ -152,7 +177,22 @@ def _report_bug(ctx: typer.Context, error: Exception) -> NoReturn:
     raise typer.Exit(EXIT_ERROR) from None
 
 
-def _bare_flags(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
+_LISTING = "rewind.listing"
+"""``ctx.meta`` key: set while the root's help or completion lists its commands."""
+
+
+@contextmanager
+def _listing(ctx: typer.Context) -> Iterator[None]:
+    """While it lasts, the root's commands not yet built are listed by their
+    index entries (engine.cli.command_index), not imported and built."""
+    ctx.meta[_LISTING] = True
+    try:
+        yield
+    finally:
+        ctx.meta.pop(_LISTING, None)
+
+
+def _bare_flags(command: Command, ctx: typer.Context) -> None:
     """Show ``command``'s parameters, and those of the commands below it, the way
     argparse, gh and the AWS CLI do: ``--dry-run`` with no placeholder,
     ``--namespace NAMESPACE`` for a text option, ``TENANT`` without a type.
@@ -162,8 +202,16 @@ def _bare_flags(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
     name its metavar already gives. An empty metavar shows nothing. The help
     option is made per command on first use, from the root context's names
     (``-h``, ``--help``), so this runs with the root context, before any help
-    can be printed.
+    can be printed: the root's own parameters as it parses the command line,
+    each of its commands as it is looked up. Running it again changes nothing.
     """
+    _bare_params(command, ctx)
+    for sub in getattr(command, "commands", {}).values():
+        _bare_flags(sub, ctx)
+
+
+def _bare_params(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
+    """:func:`_bare_flags` for ``command``'s own parameters."""
     for param in command.get_params(ctx):
         if isinstance(param, TyperOption) and param.metavar is None:
             if param.is_flag:
@@ -172,8 +220,6 @@ def _bare_flags(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
                 param.metavar = param.opts[0][2:].replace("-", "_").upper()
         elif isinstance(param, TyperArgument) and param.metavar is not None:
             setattr(param, "display_type_rich", _no_type)  # noqa: B010 (an instance's own)
-    for sub in getattr(command, "commands", {}).values():
-        _bare_flags(sub, ctx)
 
 
 def _no_type(ctx: typer.Context) -> None:
@@ -257,19 +303,7 @@ app = typer.Typer(
     # Locals can hold credentials (S3 settings); never print them.
     pretty_exceptions_show_locals=False,
 )
-app.add_typer(tenant_cmds.app, name="tenant")
-app.add_typer(backup_cmds.app, name="backup")
-app.add_typer(table_cmds.app, name="table")
-app.add_typer(snapshot_cmds.app, name="snapshot")
-app.add_typer(pitr_cmds.app, name="pitr")
-app.add_typer(catalog_cmds.app, name="catalog")
-app.add_typer(spark_cmds.app, name="spark")
-data_cmds.register(app)
-ddl_cmds.register(app)
-restore_cmds.register(app)
-table_restore_cmds.register(app, table_cmds.app)
-gc_cmds.register(app)
-export_cmds.register(app)
+# Its commands are engine.cli.command_index's, each imported when it is looked up.
 
 
 @app.callback()

@@ -355,9 +355,3 @@ def objects(ctx: typer.Context, tenant: Tenant) -> None:
         render.emit_json([render.object_json(t, o) for t, o in listing])
     else:
         render.show_all(render.objects_tables(tenant, listing))
-
-
-def register(app: typer.Typer) -> None:
-    """Add the data commands to the root app (they take a tenant, not a group)."""
-    for command in (load, delete, query, compact, objects):
-        app.command(command.__name__)(command)

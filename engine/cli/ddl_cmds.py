@@ -131,8 +131,3 @@ def ddl(
         render.emit_json(ddl_json(tenant, holder, ts, tables))
     else:
         render.show(ddl_tree(tenant, holder, ts, tables))
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``ddl`` to the root app."""
-    app.command("ddl")(ddl)

@@ -185,7 +185,3 @@ def _caption(result: ExportResult) -> str:
         f"{rows}; reused: objects wholly visible at the time, copied inside the object store "
         f"(copied: their bytes); written: rows rewritten by Rewind"
     )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("export")(export)

@@ -327,8 +327,3 @@ def storage_cmd(
     for d in report.damaged:
         render.say(f"damaged: {d.table} {d.key}: {d.error}")
     _exit_if_damaged(report.damaged)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("gc")(gc_cmd)
-    app.command("storage")(storage_cmd)

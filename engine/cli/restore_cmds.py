@@ -403,11 +403,6 @@ def history_cmd(
     render.show_all(history_tables(hist))
 
 
-def register(app: typer.Typer) -> None:
-    app.command("restore-tenant")(restore_tenant_cmd)
-    app.command("history")(history_cmd)
-
-
 def point_words(snapshot: str | None, at: str | None, before: str | None) -> str:
     """The restore point as the user named it, for a question."""
     if snapshot is not None:

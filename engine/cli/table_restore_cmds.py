@@ -333,9 +333,3 @@ def _run(
         proposal=approved,
     )
     watch.done(outcome)
-
-
-def register(app: typer.Typer, table_app: typer.Typer) -> None:
-    app.command("restore-table")(restore_table_cmd)
-    app.command("restore-database")(restore_database_cmd)
-    table_app.command("undrop")(undrop_cmd)
