@@ -17,23 +17,19 @@ it, redacted.
 
 from __future__ import annotations
 
-import sys
+# `python -m engine.cli.app ...` runs what the console script runs
+# (engine.cli.entry): a bare `--version` is answered there before typer is
+# imported, and any other command line imports this module under its own name
+# and runs its main(). This copy, run as __main__, goes no further.
+if __name__ == "__main__":
+    from engine.cli.entry import main as _entry_main
 
-from tenants import __version__
-
-# `rewind --version` answers before typer is imported. Importing typer and rich
-# takes about 0.08 s, and before typer parses even an eager option it builds the
-# whole command tree (importing every *_cmds module): 0.16 s in all, against a
-# budget of 0.1 s for a version check (benchmarks/bench_cli_start.py). Only the
-# bare `--version` of `python -m engine.cli.app` takes this path, printing what
-# _show_version prints; any other command line (`--json --version`, `--version
-# tenant list`) goes through typer as before.
-if __name__ == "__main__" and sys.argv[1:] == ["--version"]:
-    print(f"rewind {__version__}")
+    _entry_main()
     raise SystemExit(0)
 
 import io
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
@@ -45,8 +41,10 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from engine.cli import render, render_layout
 from engine.cli.command_index import INDEX
 from engine.cli.context import CliState
+from engine.cli.entry import version_line
 from engine.cli.lazy_commands import Command, LazyCommands
 from engine.cli.progress import watched
+from tenants import __version__
 from tenants.errors import RewindError
 from tenants.spark.logs import show_spark_logs
 from tenants.spark.session import request_master
@@ -234,7 +232,7 @@ def _show_version(ctx: typer.Context, value: bool) -> None:
     if ctx.meta.get("json_errors"):
         render.emit_json({"name": "rewind", "version": __version__})
     else:
-        render.say(f"rewind {__version__}")
+        render.say(version_line())
     raise typer.Exit()
 
 
@@ -399,9 +397,7 @@ def root(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point (``rewind``); exits with the command's status."""
+    """Run ``rewind ARGV`` (default: the process's arguments); exits with the
+    command's status. The console script (engine.cli.entry) calls it for any
+    command line but a bare ``--version``."""
     app(args=None if argv is None else list(argv), prog_name="rewind")
-
-
-if __name__ == "__main__":
-    main()

@@ -91,10 +91,13 @@ def home(tmp_path: Path) -> Path:
 
 
 def test_version_imports_no_heavy_library(tmp_path: Path):
+    """``python -m engine.cli.app --version`` answers as the console script does
+    (engine.cli.entry), before typer loads."""
     done, imported = _rewind(tmp_path / "home", "--version")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == f"rewind {__version__}\n"
     assert not imported & HEAVY, sorted(imported & HEAVY)
+    assert not imported & {"typer", "rich", "click"}
     assert not (tmp_path / "home").exists()  # nothing was opened, let alone created
 
 
