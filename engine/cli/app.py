@@ -34,7 +34,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
@@ -116,7 +115,7 @@ class RewindGroup(TyperGroup):
             _report(ctx, refused)
         except typer.TyperException as error:  # typer's usage errors below the root
             _usage_error(ctx, error)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort):
+        except (typer.Exit, typer.Abort):  # typer's own exits, its click's too
             raise
         except BrokenPipeError:  # `rewind ... | head`: the reader left; nothing to say
             _quiet_stdout()
