@@ -16,7 +16,7 @@ that tree, interleaved run by run with this one so that machine noise hits
 both, and the table shows after ÷ before. The bare interpreter and the
 import of typer and rich alone (the floor under any typer command) are
 rows of their own; ``--json --version`` is the version through typer, as
-``--version`` was before its fast path (engine/cli/app.py).
+``--version`` was before its fast path (engine/cli/entry.py).
 
 ``--uncached`` runs copies of the trees' packages with
 ``PYTHONDONTWRITEBYTECODE=1``, so every start compiles every Rewind module it
