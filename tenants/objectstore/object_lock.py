@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from tenants.errors import InvalidArgument, Locked, ObjectMissing, StorageError, TransientError
+from tenants.errors import InvalidArgument, Locked, ObjectMissing, StorageError
 from tenants.objectstore.base import ObjectInfo, ObjectStore
 
 LockMode = Literal["COMPLIANCE", "GOVERNANCE"]
@@ -324,26 +324,8 @@ class PinnedVersions:
         return bytes(response["Body"].read())
 
     def stream(self, key: str, chunk_bytes: int) -> Iterator[bytes]:
-        from botocore.exceptions import BotoCoreError
-
-        from tenants.objectstore.s3 import MAX_ATTEMPTS
-
         version, _ = self._version(key)
-        offset = 0
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            extra = {"Range": f"bytes={offset}-"} if offset else {}
-            response = _call(self._objects, "get_object", key, "read", VersionId=version, **extra)
-            try:
-                for chunk in response["Body"].iter_chunks(chunk_bytes):
-                    offset += len(chunk)
-                    yield chunk
-                return
-            except (BotoCoreError, OSError) as e:
-                if attempt == MAX_ATTEMPTS:
-                    raise TransientError(
-                        f"cannot read {self._objects._where(key)} version {version}: the "
-                        f"connection broke at byte {offset}, {MAX_ATTEMPTS} times: {e}"
-                    ) from e
+        return self._objects.stream_version(key, chunk_bytes, version)  # type: ignore[no-any-return]
 
     def open_input(self, key: str) -> Any:
         import pyarrow as pa

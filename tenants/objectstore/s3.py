@@ -293,14 +293,20 @@ class S3ObjectStore:
     def stream(self, key: str, chunk_bytes: int) -> Iterator[bytes]:
         """One GET, read as it arrives; a connection that breaks mid-way resumes
         from the byte it reached (a ranged GET), up to ``MAX_ATTEMPTS`` times."""
+        return self.stream_version(key, chunk_bytes, None)
+
+    def stream_version(self, key: str, chunk_bytes: int, version_id: str | None) -> Iterator[bytes]:
+        """:meth:`stream` of one version of ``key`` (None: the latest), for a
+        vault read at the versions a backup recorded (tenants.objectstore.object_lock)."""
         from botocore.exceptions import BotoCoreError
 
         offset = 0
+        version = {} if version_id is None else {"VersionId": version_id}
         for attempt in range(1, MAX_ATTEMPTS + 1):
             extra = {"Range": f"bytes={offset}-"} if offset else {}
             try:
                 response = _retry(self._client.get_object)(
-                    Bucket=self.warehouse.bucket, Key=self._full(key), **extra
+                    Bucket=self.warehouse.bucket, Key=self._full(key), **version, **extra
                 )
             except Exception as e:
                 raise self._translate(e, key, "read") from e

@@ -10,6 +10,7 @@ those snapshots must return, written out rather than read back from the store.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,13 @@ ORDERS = TableSchema(
 EMPTY = TableSchema.of([("id", "int64"), ("note", "string")], ["id"])
 GONE = TableSchema.of([("id", "int64")], ["id"])
 TABLES_AT_S = ["shop.empty", "shop.gone", "shop.items", "shop.orders"]
+
+
+def new_bucket(s3: EmbeddedS3, prefix: str) -> str:
+    """A new plain bucket on ``s3`` named ``prefix-<random>``."""
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(name)
+    return name
 
 
 def items(

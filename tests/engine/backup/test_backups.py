@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from tests.helpers.backups import (
     empty_bucket,
     items,
     items_now,
+    new_bucket,
     schema_of,
     tenant_rows,
     warehouse_keys,
@@ -64,22 +64,6 @@ from tests.helpers.restores import (
 )
 
 KINDS = ["physical", "logical"]
-
-
-def new_bucket(s3: EmbeddedS3, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(name)
-    return name
-
-
-@pytest.fixture
-def dest_bucket(s3_server: EmbeddedS3) -> str:
-    return new_bucket(s3_server, "rewind-backups")
-
-
-@pytest.fixture
-def uri(dest_bucket: str) -> str:
-    return f"s3://{dest_bucket}/backups"
 
 
 @pytest.fixture

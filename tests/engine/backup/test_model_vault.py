@@ -33,8 +33,7 @@ from engine.backup.locked import set_hold
 from tenants.errors import InvalidArgument, Locked
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
-from tests.engine.backup.test_backups import new_bucket
-from tests.helpers.backups import AT_MON, AT_SUN, build_source
+from tests.helpers.backups import AT_MON, AT_SUN, build_source, new_bucket
 from tests.helpers.restores import reads
 
 MINUTE_US = 60_000_000

@@ -35,8 +35,7 @@ from engine.gc.run import run_gc
 from tenants.errors import CorruptObject, Locked
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.store import TableStore
-from tests.engine.backup.test_backups import new_bucket
-from tests.helpers.backups import AT_MON, AT_SUN, Source, build_source, items_now
+from tests.helpers.backups import AT_MON, AT_SUN, Source, build_source, items_now, new_bucket
 from tests.helpers.cli import fails, ok
 from tests.helpers.restores import reads
 
@@ -321,30 +320,20 @@ def test_an_unlocked_backup_in_a_vault_restores_and_deletes_as_anywhere(
 
 
 def test_verify_names_a_replaced_manifest_of_an_unlocked_backup_through_the_chain(
-    store: TableStore, source: Source, uri_plain: str, s3: Any, plain_bucket: str
+    store: TableStore, source: Source, uri: str, s3: Any, dest_bucket: str
 ) -> None:
-    first = create_backup(store, "acme", "mon", uri_plain)
+    first = create_backup(store, "acme", "mon", uri)
     store.write("acme", "shop.items", upserts=items_now([500]))
     store.create_snapshot("acme", "later")
-    second = create_backup(store, "acme", "later", uri_plain)
-    assert show_backup(uri_plain, second.backup_id)["previous"]["backup_id"] == first.backup_id
-    key = f"rewind/backups/{first.backup_id}/manifest.json"
-    body = s3.get_object(Bucket=plain_bucket, Key=key)["Body"].read()
-    s3.put_object(Bucket=plain_bucket, Key=key, Body=body.replace(b'"mon"', b'"Mon"'))
+    second = create_backup(store, "acme", "later", uri)
+    assert show_backup(uri, second.backup_id)["previous"]["backup_id"] == first.backup_id
+    key = f"backups/backups/{first.backup_id}/manifest.json"  # the destination is .../backups
+    body = s3.get_object(Bucket=dest_bucket, Key=key)["Body"].read()
+    s3.put_object(Bucket=dest_bucket, Key=key, Body=body.replace(b'"mon"', b'"Mon"'))
     with pytest.raises(CorruptObject, match=f"{first.backup_id}.*was replaced"):
-        verify_backup(uri_plain, first.backup_id)
+        verify_backup(uri, first.backup_id)
     with pytest.raises(CorruptObject, match="previous backup .* was replaced"):
-        verify_backup(uri_plain, second.backup_id)
-
-
-@pytest.fixture
-def plain_bucket(s3_server: EmbeddedS3) -> str:
-    return new_bucket(s3_server, "rewind-plain")
-
-
-@pytest.fixture
-def uri_plain(plain_bucket: str) -> str:
-    return f"s3://{plain_bucket}/rewind"
+        verify_backup(uri, second.backup_id)
 
 
 # --- bad inputs: one line, exit 1, nothing written -------------------------------------------------
@@ -378,17 +367,17 @@ def test_a_bad_lock_is_one_line_and_writes_nothing(
 def test_a_lock_where_s3_cannot_lock_is_refused_before_anything_is_written(
     cli_store: TableStore,
     rewind: Callable[..., Any],
-    uri_plain: str,
-    plain_bucket: str,
+    uri: str,
+    dest_bucket: str,
     s3: Any,
     tmp_path: Path,
 ) -> None:
     lock = ["--lock", "compliance", "--retain", "1d"]
     fails(
-        rewind("backup", "create", "acme", "--snapshot", "mon", "--to", uri_plain, *lock),
+        rewind("backup", "create", "acme", "--snapshot", "mon", "--to", uri, *lock),
         "does not have S3 Object Lock enabled",
     )
-    assert s3.list_objects_v2(Bucket=plain_bucket).get("KeyCount") == 0
+    assert s3.list_objects_v2(Bucket=dest_bucket).get("KeyCount") == 0
     local = tmp_path / "backups"
     fails(
         rewind("backup", "create", "acme", "--snapshot", "mon", "--to", local.as_uri(), *lock),
