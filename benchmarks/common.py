@@ -193,6 +193,11 @@ def spark_session() -> tuple[Any, float]:
     global _spark_start_s
     from tenants.spark.session import get_spark
 
+    # Spark's Python workers take S3 credentials from the environment the JVM
+    # starts with (docs/cluster.md): the moto server exports them first, or a
+    # benchmark that starts Spark before its first store reads nothing
+    # (bench_logical's executors met ACCESS_DENIED).
+    moto_server()
     session, seconds = timed(get_spark)
     if _spark_start_s is None:
         _spark_start_s = seconds

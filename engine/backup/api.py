@@ -33,7 +33,14 @@ from engine.backup.physical import (
     restore_physical,
     verify_physical,
 )
-from engine.backup.vault import LockPolicy, is_vault, lock_written, refuse_delete, wall_now_us
+from engine.backup.vault import (
+    LockPolicy,
+    is_vault,
+    lock_written,
+    refuse_delete,
+    slack_us,
+    wall_now_us,
+)
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
@@ -112,7 +119,7 @@ def create_backup(
         if policy is not None:
             until = policy.until(wall_now_us())
             lock_written(dest, manifest_key(backup_id), policy.mode, until)
-            lock_written(dest, MARKER, policy.mode, until)
+            lock_written(dest, MARKER, policy.mode, until, slack=slack_us(policy.retain_us))
         files = sum(len(t.files) for t in result.manifest.tables)
         return BackupResult(
             backup_id,

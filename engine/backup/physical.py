@@ -35,6 +35,8 @@ from engine.backup.vault import (
     pinned,
     slack_us,
     wall_now_us,
+    write_versioned,
+    written_version,
 )
 from engine.executors.task import rewrite_object
 from engine.logical.reload import discard_staging
@@ -60,7 +62,7 @@ from tenants.objects.io import copy_object, record_of
 from tenants.objects.reader import digest_of
 from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
-from tenants.objectstore.object_lock import Lock
+from tenants.objectstore.object_lock import Lock, Version
 from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, tenant_by_id
@@ -110,8 +112,10 @@ def create_physical(
         plan = plan_backup(tx, tenant, as_of)
         members = live_members(tx, plan)
     created_us = wall_now_us()
+    before: dict[str, Version] = {}
     if lock is not None:  # by version: an object hidden by a delete marker is still there
-        present = {k: v.size for k, v in first_versions(dest, "objects/").items()}
+        before = first_versions(dest, "objects/")
+        present = {k: v.size for k, v in before.items()}
     else:
         present = {info.key: info.size for info in dest.list("objects/")}
     # Written first: a crash before the manifest leaves a listed, deletable, incomplete backup.
@@ -166,19 +170,32 @@ def create_physical(
     total = sum(int(v["record"]["bytes"]) for v in stored.values())
     previous = previous_link(dest, plan.source.id)
     if lock is not None:
-        written, only = first_and_sole(dest, "objects/")
+        # Each version: the one this backup's write got back (fresh: it has no lock
+        # to read), or the first of a key it referenced; listed again only if S3
+        # did not say (a managed multipart copy).
+        fresh = set()
         for entry in stored.values():
-            entry["version_id"] = written[entry["path"]].version_id
+            mine = written_version(dest, entry["path"])
+            if mine is not None:
+                entry["version_id"] = mine
+                fresh.add(entry["path"])
+            elif entry["path"] in before:
+                entry["version_id"] = before[entry["path"]].version_id
+        if any("version_id" not in e for e in stored.values()):
+            written, only = first_and_sole(dest, "objects/")
+            for entry in stored.values():
+                if "version_id" not in entry:
+                    entry["version_id"] = written[entry["path"]].version_id
+                    if entry["path"] in only and entry["path"] not in present:
+                        fresh.add(entry["path"])
         until = lock.until(created_us)
         pinned_objects = {(e["path"], e["version_id"]) for e in stored.values()}
-        # Copied by this backup and written by no one else: no lock to read first.
-        fresh = frozenset(e["path"] for e in stored.values() if e["path"] not in present) & only
         locks = lock_all(
             dest,
             sorted(pinned_objects),
             lock.mode,
             until,
-            fresh=fresh,
+            fresh=frozenset(fresh),
             known=recorded_locks(dest, previous),
             slack=slack_us(lock.retain_us),
         )
@@ -203,11 +220,16 @@ def create_physical(
         "lock": None if lock is None else lock.to_json(created_us),
     }
     key = manifest_key(backup_id)
-    dest.put(key, json.dumps(manifest, sort_keys=True).encode())
-    if lock is not None:
+    data = json.dumps(manifest, sort_keys=True).encode()
+    if lock is None:
+        dest.put(key, data)
+    else:
+        write_versioned(dest, key, data)
         lock_written(dest, key, lock.mode, lock.until(created_us))
         # The destination's marker too: without it the vault is not recognised as one.
-        lock_written(dest, MARKER, lock.mode, lock.until(created_us))
+        lock_written(
+            dest, MARKER, lock.mode, lock.until(created_us), slack=slack_us(lock.retain_us)
+        )
     dest.delete_many([f"{backup_root(backup_id)}/{PENDING}"])
     return PhysicalResult(
         backup_id,

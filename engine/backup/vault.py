@@ -217,13 +217,37 @@ def lock_all(
         return dict(zip(items, pool.map(one, items), strict=True))
 
 
-def lock_written(dest: ObjectStore, key: str, mode: LockMode, until_us: int) -> str:
-    """Lock the first version of ``key``, just written; its version id."""
+def lock_written(
+    dest: ObjectStore, key: str, mode: LockMode, until_us: int, *, slack: int = 0
+) -> str:
+    """Lock the version of ``key`` just written (the one this store's write got
+    back from S3, else the key's first version) until at least ``until_us``
+    (``until_us + slack`` when a retention is sent); its version id."""
+    mine = written_version(dest, key)
+    if mine is not None:
+        extend_retention(dest, key, mine, mode, until_us + slack, fresh=True, at_least_us=until_us)
+        return mine
     version = first_version(dest, key)
     if version is None:  # written a moment ago: only a broken store loses it
         raise Locked(f"{dest.warehouse.uri}/{key} vanished before it could be locked")
-    extend_retention(dest, key, version.version_id, mode, until_us)
+    extend_retention(dest, key, version.version_id, mode, until_us + slack, at_least_us=until_us)
     return version.version_id
+
+
+def written_version(dest: ObjectStore, key: str) -> str | None:
+    """The version id S3 gave this object store's own write of ``key``, if any."""
+    return getattr(dest, "written_versions", {}).get(key)  # type: ignore[no-any-return]
+
+
+def write_versioned(dest: ObjectStore, key: str, data: bytes) -> None:
+    """Write ``key`` so that its version id is known without listing (one PUT)."""
+    output = dest.open_output(key)
+    try:
+        output.write(data)
+    except BaseException:
+        output.abort()
+        raise
+    output.commit()
 
 
 def refuse_delete(
