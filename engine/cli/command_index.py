@@ -92,7 +92,7 @@ INDEX: dict[str, Entry] = {
     ),
     "table": Entry(
         "engine.cli.table_cmds:app",
-        "Create, list, alter and drop the tables of a tenant.",
+        "Create, list, alter, drop and undrop the tables of a tenant.",
         # `table undrop` is a restore job, with restore-table and restore-database.
         also=(("undrop", "engine.cli.table_restore_cmds:undrop_cmd"),),
     ),

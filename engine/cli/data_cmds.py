@@ -305,7 +305,9 @@ def compact(
     table: Annotated[
         str | None,
         typer.Argument(
-            metavar="DB.TABLE", help="One table (default: every table).", show_default=False
+            metavar="DB.TABLE|DB.*",
+            help="One table, or every table of one database (default: every table).",
+            show_default=False,
         ),
     ] = None,
     target_mb: Annotated[
@@ -326,7 +328,7 @@ def compact(
     """Merge each table's objects into few large objects sorted by (key, ts), streaming."""
     state = cli_state(ctx)
     tenant_arg(tenant)
-    if table is not None:
+    if table is not None and not table.endswith(".*"):  # DB.* is checked by the store
         table_arg(table)
     # `not <=` also refuses nan; inf and 1e308 fail the upper bound before int().
     if not 0 < target_mb <= MAX_TARGET_BYTES / MIB:

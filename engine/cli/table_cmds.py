@@ -17,7 +17,9 @@ from tenants.names import column_name
 from tenants.schema import Column, TableSchema, parse_type
 from tenants.times import format_ts
 
-app = typer.Typer(help="Create, list, alter and drop the tables of a tenant.", no_args_is_help=True)
+app = typer.Typer(
+    help="Create, list, alter, drop and undrop the tables of a tenant.", no_args_is_help=True
+)
 
 Tenant = Annotated[str, typer.Argument(metavar="TENANT", help="Tenant name.", show_default=False)]
 TableRef = Annotated[
