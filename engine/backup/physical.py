@@ -34,6 +34,7 @@ from engine.backup.vault import (
     lock_written,
     pinned,
     slack_us,
+    track_versions,
     wall_now_us,
     write_versioned,
     written_version,
@@ -114,6 +115,7 @@ def create_physical(
     created_us = wall_now_us()
     before: dict[str, Version] = {}
     if lock is not None:  # by version: an object hidden by a delete marker is still there
+        track_versions(dest)
         before = first_versions(dest, "objects/")
         present = {k: v.size for k, v in before.items()}
     else:

@@ -234,9 +234,16 @@ def lock_written(
     return version.version_id
 
 
+def track_versions(dest: ObjectStore) -> None:
+    """Have ``dest`` keep the version id S3 gives each of its writes from now on
+    (an S3 object store; others have no versions), for :func:`written_version`."""
+    if getattr(dest, "written_versions", False) is None:
+        dest.written_versions = {}  # type: ignore[attr-defined]
+
+
 def written_version(dest: ObjectStore, key: str) -> str | None:
-    """The version id S3 gave this object store's own write of ``key``, if any."""
-    return getattr(dest, "written_versions", {}).get(key)  # type: ignore[no-any-return]
+    """The version id S3 gave this object store's own write of ``key``, if kept."""
+    return (getattr(dest, "written_versions", None) or {}).get(key)
 
 
 def write_versioned(dest: ObjectStore, key: str, data: bytes) -> None:

@@ -216,12 +216,15 @@ class S3ObjectStore:
         self.warehouse = warehouse
         self._client_obj: Any = None
         self._fs_obj: Any = None
-        # key -> the version id S3 gave this store's last write of it (a versioned
-        # bucket only): a vault backup records and locks exactly the versions it
-        # wrote without listing them again (engine.backup.vault).
-        self.written_versions: dict[str, str] = {}
+        # key -> the version id S3 gave this store's writes of it, kept only once a
+        # caller asks (a vault backup, engine.backup.vault.track_versions, which
+        # records and locks exactly the versions it wrote without listing them
+        # again); None: not kept, so a long-lived store does not grow with its writes.
+        self.written_versions: dict[str, str] | None = None
 
     def note_version(self, key: str, response: Any) -> None:
+        if self.written_versions is None:
+            return
         version = response.get("VersionId") if isinstance(response, dict) else None
         if version and version != "null":
             self.written_versions[key] = str(version)
