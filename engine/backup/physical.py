@@ -63,7 +63,7 @@ from tenants.objects.io import copy_object, record_of
 from tenants.objects.reader import digest_of
 from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
-from tenants.objectstore.object_lock import Lock, Version
+from tenants.objectstore.object_lock import Lock
 from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, tenant_by_id
@@ -113,13 +113,11 @@ def create_physical(
         plan = plan_backup(tx, tenant, as_of)
         members = live_members(tx, plan)
     created_us = wall_now_us()
-    before: dict[str, Version] = {}
-    if lock is not None:  # by version: an object hidden by a delete marker is still there
+    if lock is not None:
         track_versions(dest)
-        before = first_versions(dest, "objects/")
-        present = {k: v.size for k, v in before.items()}
-    else:
-        present = {info.key: info.size for info in dest.list("objects/")}
+    # Keys, as an unlocked backup lists them: an object hidden by a delete marker is
+    # copied again (a new version), never read through the marker by its key.
+    present = {info.key: info.size for info in dest.list("objects/")}
     # Written first: a crash before the manifest leaves a listed, deletable, incomplete backup.
     planned = sorted(
         _stored_path(_rewritten_record(i.object, plan.at_ts).id if _rewrites(i) else i.object.id)
@@ -173,16 +171,19 @@ def create_physical(
     previous = previous_link(dest, plan.source.id)
     if lock is not None:
         # Each version: the one this backup's write got back (fresh: it has no lock
-        # to read), or the first of a key it referenced; listed again only if S3
-        # did not say (a managed multipart copy).
+        # to read); for an object it referenced, the version the tenant's previous
+        # backup recorded and locked (whatever was put over its key since); listed
+        # only for the rest (an object first stored by another tenant's backup, or
+        # a managed multipart copy S3 gave no version for).
         fresh = set()
+        prior = previous_objects(dest, previous)
         for entry in stored.values():
             mine = written_version(dest, entry["path"])
             if mine is not None:
                 entry["version_id"] = mine
                 fresh.add(entry["path"])
-            elif entry["path"] in before:
-                entry["version_id"] = before[entry["path"]].version_id
+            elif prior.get(entry["path"], {}).get("version_id"):
+                entry["version_id"] = str(prior[entry["path"]]["version_id"])
         if any("version_id" not in e for e in stored.values()):
             written, only = first_and_sole(dest, "objects/")
             for entry in stored.values():
@@ -198,7 +199,7 @@ def create_physical(
             lock.mode,
             until,
             fresh=frozenset(fresh),
-            known=recorded_locks(dest, previous),
+            known=recorded_locks(prior),
             slack=slack_us(lock.retain_us),
         )
         for entry in stored.values():
@@ -245,23 +246,26 @@ def create_physical(
     )
 
 
-def recorded_locks(
-    dest: ObjectStore, previous: dict[str, Any] | None
-) -> dict[tuple[str, str], Lock]:
-    """The locks the tenant's previous backup ensured on its object versions, as
-    its manifest (read at its first version) recorded them; none if it has no
-    previous backup or that one was not locked."""
+def previous_objects(dest: ObjectStore, previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The object entries (by path) of the tenant's previous backup here, read at
+    its manifest's first version; none if there is none (or it was deleted since)."""
     if previous is None:
         return {}
     try:
         objects = read_manifest(dest, str(previous["backup_id"])).get("objects") or {}
-    except NotFound:  # deleted since the link was made: read every lock instead
+    except NotFound:
         return {}
+    return {str(e["path"]): e for e in objects.values() if isinstance(e, dict) and "path" in e}
+
+
+def recorded_locks(prior: dict[str, Any]) -> dict[tuple[str, str], Lock]:
+    """The locks the previous backup ensured on its object versions, as its
+    manifest recorded them; none if it was not locked."""
     known = {}
-    for entry in objects.values():
-        lock = entry.get("lock") if isinstance(entry, dict) else None
+    for path, entry in prior.items():
+        lock = entry.get("lock")
         if isinstance(lock, dict) and entry.get("version_id"):
-            known[(str(entry["path"]), str(entry["version_id"]))] = Lock(
+            known[(path, str(entry["version_id"]))] = Lock(
                 lock.get("mode"), lock.get("until_us"), False
             )
     return known
