@@ -23,8 +23,7 @@ from engine.backup.destination import (
     objects_digest,
     read_manifest,
 )
-from engine.backup.locked import recorded_versions
-from engine.backup.vault import is_vault
+from engine.backup.vault import is_vault, recorded_versions
 from tenants.errors import NotFound
 from tenants.objectstore import ObjectStore
 from tenants.objectstore.object_lock import versions

@@ -34,6 +34,7 @@ from engine.backup.vault import (
     lock_all,
     pinned,
     read_first,
+    recorded_versions,
     refuse_delete,
     wall_now_us,
 )
@@ -78,8 +79,7 @@ def delete_from_vault(
         bypass_governance=bypass_governance,
         now_us=now_us,
     )
-    manifest = first_version(dest, manifest_key(backup_id))
-    if manifest is not None and lock_of(dest, manifest.key, manifest.version_id).hold:
+    if lock_state(dest, backup_id).get("legal_hold"):
         raise Locked(
             f"backup {backup_id} is under a legal hold: release it first with "
             f"`rewind backup hold release {dest.warehouse.uri} {backup_id}`; nothing was deleted"
@@ -148,18 +148,6 @@ def _delete_unlocked(
         outcomes = list(pool.map(one, found))
     deleted = sum(outcomes)
     return VaultDeletion(deleted, len(outcomes) - deleted)
-
-
-def recorded_versions(raw: dict[str, Any]) -> dict[str, tuple[str, int]]:
-    """key -> (version id, size) a locked backup's manifest recorded for its files:
-    a physical one's objects, a logical one's dump files (the manifest aside)."""
-    if raw.get("kind", "logical") == "physical" and raw.get("format") != "rewind-dump":
-        return {
-            str(e["path"]): (str(e["version_id"]), int(e["record"]["bytes"]))
-            for e in raw.get("objects", {}).values()
-            if e.get("version_id")
-        }
-    return {str(k): (str(v[0]), int(v[1])) for k, v in (raw.get("versions") or {}).items()}
 
 
 def backup_view(dest: ObjectStore, backup_id: str, raw: dict[str, Any]) -> ObjectStore:

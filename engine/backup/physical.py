@@ -33,6 +33,7 @@ from engine.backup.vault import (
     lock_all,
     lock_written,
     pinned,
+    recorded_versions,
     slack_us,
     track_versions,
     wall_now_us,
@@ -334,15 +335,10 @@ def objects_of(dest: ObjectStore, raw: dict[str, Any]) -> ObjectStore:
     backup's at the versions its manifest recorded, an unlocked one's at the
     first version of each key), never the latest of a key, which anyone may
     have replaced or hidden; elsewhere at their keys."""
-    entries = raw["objects"].values()
-    recorded = {
-        str(e["path"]): (str(e["version_id"]), int(e["record"]["bytes"]))
-        for e in entries
-        if e.get("version_id")
-    }
+    recorded = recorded_versions(raw)
     if is_vault(dest) and len(recorded) < len(raw["objects"]):
         first = first_versions(dest, "objects/")
-        for e in entries:
+        for e in raw["objects"].values():
             path = str(e["path"])
             if path not in recorded and path in first:
                 recorded[path] = (first[path].version_id, first[path].size)

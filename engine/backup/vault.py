@@ -39,7 +39,6 @@ from tenants.objectstore.object_lock import (
     Version,
     extend_retention,
     lock_enabled,
-    lock_of,
     versions,
 )
 from tenants.times import format_ts, parse_duration
@@ -141,18 +140,10 @@ def pinned(dest: ObjectStore, recorded: Mapping[str, tuple[str, int]]) -> Object
     return PinnedVersions(dest, recorded)  # type: ignore[return-value]
 
 
-def held(dest: ObjectStore, key: str, version_id: str) -> bool:
-    return lock_of(dest, key, version_id).hold
-
-
 def first_versions(dest: ObjectStore, prefix: str) -> dict[str, Version]:
     """The oldest surviving version of each key under ``prefix`` (delete markers
     skipped): the bytes Rewind wrote, whatever was put or hidden over them since."""
-    first: dict[str, Version] = {}
-    for version in versions(dest, prefix):
-        if not version.deleted:
-            first[version.key] = version  # a key's versions come newest first
-    return first
+    return first_and_sole(dest, prefix)[0]
 
 
 def first_and_sole(dest: ObjectStore, prefix: str) -> tuple[dict[str, Version], frozenset[str]]:
@@ -163,8 +154,21 @@ def first_and_sole(dest: ObjectStore, prefix: str) -> tuple[dict[str, Version], 
     for version in versions(dest, prefix):
         counts[version.key] = counts.get(version.key, 0) + 1
         if not version.deleted:
-            first[version.key] = version
+            first[version.key] = version  # a key's versions come newest first
     return first, frozenset(key for key, n in counts.items() if n == 1)
+
+
+def recorded_versions(raw: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """key -> (version id, size) a backup's manifest recorded for its files: a
+    physical one's objects, a logical one's dump files (the manifest aside);
+    empty for a backup that recorded none (an unlocked one)."""
+    if raw.get("kind", "logical") == "physical" and raw.get("format") != "rewind-dump":
+        return {
+            str(e["path"]): (str(e["version_id"]), int(e["record"]["bytes"]))
+            for e in raw.get("objects", {}).values()
+            if e.get("version_id")
+        }
+    return {str(k): (str(v[0]), int(v[1])) for k, v in (raw.get("versions") or {}).items()}
 
 
 def slack_us(retain_us: int) -> int:
