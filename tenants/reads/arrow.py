@@ -199,7 +199,7 @@ def plan_arrow_read(
         raise InvalidArgument(
             f"invalid batch_rows {batch_rows!r} for {tenant}/{table}: use 1 or more rows"
         )
-    plan = _plan(store.catalog, tenant, database, name, as_of)
+    plan = plan_read(store.catalog, tenant, database, name, as_of)  # as TableStore.read plans
     shown = tuple(plan.table.schema.names if columns is None else columns)
     narrowed(plan, shown)  # refuses unknown, repeated or no columns, naming the table
     return ArrowRead(
@@ -273,11 +273,6 @@ def read_arrow(
         limit=limit,
         batch_rows=batch_rows,
     ).reader()
-
-
-def _plan(catalog: Catalog, tenant: str, database: str, table: str, as_of: AsOf | None) -> ReadPlan:
-    """The read plan at ``as_of`` (None: now), as ``TableStore.read`` plans it."""
-    return plan_read(catalog, tenant, database, table, as_of)
 
 
 def plan_time(store: Store, tenant: str, as_of: AsOf | None = None) -> int:
