@@ -1,4 +1,4 @@
-"""A range of primary keys, and how a read skips what lies outside it.
+"""A range or a set of primary keys, and how a read skips what lies outside it.
 
 ``query --from K --to K`` reads the keys in [from, to] (both inclusive,
 compared as tuples: the first key column, then the next). Three levels of
@@ -9,16 +9,22 @@ skipping, coarse to fine, so a narrow range of a huge table reads little:
 - row groups: Parquet keeps min/max statistics per row group; a group whose
   first key column lies wholly outside the range is never read;
 - rows: what is read is filtered to the range before the merge.
+
+A :class:`KeySet` (point reads of whole keys) skips at the same three levels;
+both are a :class:`KeyFilter`, which is all a read asks of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -26,6 +32,19 @@ import pyarrow.parquet as pq
 from tenants.errors import InvalidArgument
 from tenants.objects.record import ObjectRecord
 from tenants.reads.merge import typed_key
+
+
+class KeyFilter(Protocol):
+    """What a read asks of a key filter, coarse to fine (see the module doc).
+
+    Each level may keep more than it must (the next one decides), never less.
+    """
+
+    def may_hold(self, record: ObjectRecord, key_schema: pa.Schema) -> bool: ...
+
+    def row_groups(self, parquet: pq.ParquetFile, first_key: str) -> list[int] | None: ...
+
+    def mask(self, rows: pa.Table, keys: Sequence[str]) -> pa.Array: ...
 
 
 @dataclass(frozen=True)
@@ -92,6 +111,96 @@ class KeyRange:
         if self.high is not None:
             inside = pc.and_(inside, _compare(rows, keys, self.high, pc.less))
         return inside
+
+
+@dataclass(frozen=True)
+class KeySet:
+    """Whole primary keys, sorted and unique: a read of exactly those keys.
+
+    ``table`` holds the key columns in key order, sorted as reads sort; the
+    same keys are kept as Python tuples (and the distinct first-column values)
+    so objects and row groups are pruned by bisection, not by a scan of the set.
+    """
+
+    table: pa.Table
+    _keys: list[tuple[Any, ...]] = dataclasses.field(repr=False, compare=False)
+    _firsts: list[Any] = dataclasses.field(repr=False, compare=False)
+    # A NaN orders against nothing, so bisection cannot place it: prune nothing.
+    _unordered: bool = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, keys: pa.Table, primary_key: Sequence[str]) -> KeySet:
+        """The distinct keys of ``keys`` (which must hold every ``primary_key``
+        column; other columns are ignored). A key with a null is dropped: no
+        row's key is null, so it could match nothing.
+
+        Raises:
+            InvalidArgument: a primary-key column is missing from ``keys``.
+        """
+        missing = [k for k in primary_key if k not in keys.column_names]
+        if missing or not primary_key:
+            raise InvalidArgument(
+                f"key set: give a table with the key column(s) {', '.join(primary_key)}; "
+                f"it has {', '.join(keys.column_names) or 'none'}"
+            )
+        pk = list(primary_key)
+        unique = keys.select(pk).drop_null().group_by(pk, use_threads=False).aggregate([])
+        table = unique.select(pk).sort_by([(k, "ascending") for k in pk])
+        rows = list(zip(*(table.column(k).to_pylist() for k in pk), strict=True))
+        firsts = [
+            v
+            for i, v in enumerate(table.column(pk[0]).to_pylist())
+            if i == 0 or rows[i - 1][0] != v
+        ]
+        unordered = any(v != v for row in rows for v in row)
+        return cls(table, rows, firsts, unordered)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def may_hold(self, record: ObjectRecord, key_schema: pa.Schema) -> bool:
+        """False only if no key of the set lies between the object's recorded first
+        and last keys (read back as :meth:`KeyRange.may_hold` does)."""
+        first = typed_key(record.min_pk, key_schema)
+        last = typed_key(record.max_pk, key_schema)
+        if first is None or last is None or self._unordered:
+            return True
+        try:
+            at = bisect_left(self._keys, first)
+            return at < len(self._keys) and self._keys[at] <= last
+        except TypeError:
+            return True  # keys of another type than the table's: let the rows decide
+
+    def row_groups(self, parquet: pq.ParquetFile, first_key: str) -> list[int] | None:
+        """Row groups whose first key column's min/max may hold a key of the set (None: all)."""
+        index = parquet.schema_arrow.get_field_index(first_key)
+        if index < 0 or self._unordered:
+            return None
+        metadata = parquet.metadata
+        kept = []
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(index).statistics
+            if stats is not None and stats.has_min_max:
+                try:
+                    at = bisect_left(self._firsts, stats.min)
+                    if at == len(self._firsts) or self._firsts[at] > stats.max:
+                        continue
+                except TypeError:
+                    pass
+            kept.append(group)
+        return kept
+
+    def mask(self, rows: pa.Table, keys: Sequence[str]) -> pa.Array:
+        """True on the rows whose whole key is in the set, in the rows' order."""
+        wanted = self.table.cast(pa.schema([(k, rows.column(k).type) for k in keys]))
+        if len(keys) == 1:
+            found = pc.is_in(rows.column(keys[0]), value_set=wanted.column(0), skip_nulls=True)
+            return pc.fill_null(found, False)
+        # Several columns: Arrow has no is_in over tuples, but a semi join finds the
+        # matching rows (nulls match nothing) and their indices give the mask back in order.
+        indexed = rows.select(list(keys)).append_column("__row", pa.array(np.arange(rows.num_rows)))
+        matched = indexed.join(wanted, keys=list(keys), join_type="left semi").column("__row")
+        return pc.is_in(indexed.column("__row"), value_set=matched.combine_chunks())
 
 
 def _compare(rows: pa.Table, keys: Sequence[str], bound: tuple[Any, ...], strict: Any) -> Any:

@@ -26,7 +26,7 @@ from tenants.mvcc import IS_DATA, last_of_each_key, project
 from tenants.objects.reader import ObjectReader, open_object
 from tenants.objects.record import ObjectRecord, live_objects
 from tenants.objectstore import ObjectStore
-from tenants.reads.key_range import KeyRange
+from tenants.reads.key_range import KeyFilter
 from tenants.reads.merge import MergeInput, gather, merge_rounds, typed_key
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, find_table, find_tenant
@@ -90,20 +90,21 @@ def stream_visible(
     plan: ReadPlan,
     *,
     limit: int | None = None,
-    keys: KeyRange | None = None,
+    keys: KeyFilter | None = None,
     columns: Sequence[str] | None = None,
 ) -> Generator[pa.Table, None, None]:
     """Visible rows of the plan's table at its time, in primary-key order, a round
     at a time (see the module doc).
 
-    With ``limit``, at most that many rows, read in small batches; with ``keys``,
-    only that key range, skipping objects and row groups outside it
-    (tenants.reads.key_range); with ``columns``, only those columns, in that order:
-    objects are read with the key, ``__ts`` and those columns alone (the key
-    decides visibility whether it is shown or not). Any of them is a partial
-    read, done without each object's whole-file checksum (a partial read
-    cannot have it; every page read is still CRC-checked): the first rows of a
-    huge table come after reading a little of each object, not all of it.
+    With ``limit``, at most that many rows, read in small batches; with ``keys``
+    (a KeyRange or a KeySet), only those keys, skipping objects and row groups
+    that cannot hold them (tenants.reads.key_range); with ``columns``, only
+    those columns, in that order: objects are read with the key, ``__ts`` and
+    those columns alone (the key decides visibility whether it is shown or
+    not). Any of them is a partial read, done without each object's whole-file
+    checksum (a partial read cannot have it; every page read is still
+    CRC-checked): the first rows of a huge table come after reading a little of
+    each object, not all of it.
 
     Raises:
         NotFound: ``columns`` names a column the table does not have at the
@@ -187,7 +188,7 @@ def _events_at(
     schema: TableSchema,
     as_of: int,
     batch_rows: int | None,
-    keys: KeyRange | None,
+    keys: KeyFilter | None,
     verify: bool,
 ) -> Generator[pa.RecordBatch, None, None]:
     """An object's events at or before ``as_of`` (and its cut, if the table holds it
@@ -204,7 +205,7 @@ def _conformed(
     as_of: int,
     keys_only: bool,
     batch_rows: int | None,
-    keys: KeyRange | None,
+    keys: KeyFilter | None,
 ) -> Iterator[pa.RecordBatch]:
     pk = list(schema.primary_key)
     groups = None if keys is None else keys.row_groups(reader.parquet, pk[0])
