@@ -38,6 +38,7 @@ from tenacity import (
 )
 
 from tenants.catalog import Catalog, Tx
+from tenants.catalog.changes import record_change_objects
 from tenants.catalog.commits import record_commit
 from tenants.catalog.tenants import set_last_change_if
 from tenants.errors import (
@@ -433,6 +434,7 @@ def install_commit(
         insert_object(tx, stamp(record, ts))
         add_member(tx, table.id, record.id, ts)
         object_ids.append(record.id)
+    record_change_objects(tx, table.id, ts, object_ids)
     record_commit(
         tx,
         tenant_rec.id,

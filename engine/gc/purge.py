@@ -5,7 +5,9 @@ ends every membership of its tables (``removed_ts`` = the purge), which makes
 its unshared objects collectable after the grace period. Objects it shares
 with other tenants stay: GC counts references per (table, object), across
 tenants. A dropped table is released the same way once no protected time of
-its tenant is older than its drop.
+its tenant is older than its drop. The change log of commit objects kept
+for diffs (tenants.catalog.changes) is forgotten before each tenant's change
+horizon, which makes the commit objects compaction has merged collectable.
 
 Retention is a promise in real time ("kept for 7 days"), so ``retain_until``
 (a commit ts plus the retention) is compared with the wall clock, never with
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from engine.gc.clocks import real_now
 from tenants.catalog import Catalog, Tx
+from tenants.catalog.changes import forget_changes_before, tenants_with_changes
 from tenants.catalog.engine.gc import (
     active_tenant_rows,
     purge_tenant_rows,
@@ -28,7 +31,7 @@ from tenants.catalog.engine.gc import (
     unfinished_restore_from,
 )
 from tenants.errors import InvalidArgument
-from tenants.tenancy import TenantRecord, find_tenant
+from tenants.tenancy import TenantRecord, find_tenant, tenant_by_id
 from tenants.timeline.protection import protection, wall_now
 
 
@@ -78,6 +81,7 @@ def expire_retention(tx: Tx) -> list[PurgeResult]:
     for row in tenants_past_retention(tx, expired_before):
         results.append(purge_tenant_tx(tx, TenantRecord.from_row(row), now))
     _release_dropped_tables(tx, now)
+    _forget_old_changes(tx)
     return results
 
 
@@ -88,3 +92,13 @@ def _release_dropped_tables(tx: Tx, now: int) -> int:
         tenant = TenantRecord.from_row(row)
         released += release_tables_dropped_by(tx, tenant.id, protection(tx, tenant).oldest, now)
     return released
+
+
+def _forget_old_changes(tx: Tx) -> int:
+    """Forget each tenant's change log before its change horizon (the commit
+    objects GC kept for diffs become garbage like any other unreferenced object)."""
+    forgotten = 0
+    for tenant_id in tenants_with_changes(tx):
+        tenant = tenant_by_id(tx, tenant_id)
+        forgotten += forget_changes_before(tx, tenant.id, protection(tx, tenant).change_horizon)
+    return forgotten

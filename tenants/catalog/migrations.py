@@ -305,6 +305,28 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "ALTER TABLE restore_jobs ADD COLUMN instant INTEGER NOT NULL DEFAULT 0",
         ],
     ),
+    (
+        "the change log: each write commit's own objects, kept for diff and revert",
+        [
+            # One row per object a write commit (or load) registered. Compaction
+            # merges commit objects into outputs that span all of history; these
+            # rows keep the commit's own, key-sorted objects findable (and GC
+            # keeps the objects) while the tenant's change horizon needs them, so
+            # a diff reads what changed, not the table (docs/diff.md).
+            """CREATE TABLE change_objects (
+                table_id VARCHAR(32) NOT NULL,
+                ts BIGINT NOT NULL,
+                object_id VARCHAR(32) NOT NULL,
+                PRIMARY KEY (table_id, ts, object_id))""",
+            "CREATE INDEX change_objects_object ON change_objects (object_id)",
+            # The change log of a table is complete for commits at or after this
+            # ts: GC raises it when it forgets older rows. Tables that existed
+            # before the log have it from now on (their earlier commits may have
+            # been compacted away already).
+            "ALTER TABLE tables ADD COLUMN changes_from_ts BIGINT NOT NULL DEFAULT 0",
+            "UPDATE tables SET changes_from_ts = (SELECT last_ts + 1 FROM clock WHERE id = 1)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -45,6 +45,16 @@ class Protection:
         by GC (its history is no longer retained, and it cannot be undropped)."""
         return min([self.current_from, *self.points, *([self.window[0]] if self.window else [])])
 
+    @property
+    def change_horizon(self) -> int:
+        """The oldest commit the change log keeps (tenants.catalog.changes): the
+        start of the PITR window, or with none, the newest snapshot, or with
+        none, now. Diffs and reverts after it read only what changed; before
+        it they scan (docs/diff.md)."""
+        if self.window:
+            return self.window[0]
+        return self.snapshots[-1][0] if self.snapshots else self.now
+
     def covers(self, ts: int) -> bool:
         if ts > self.now:
             return False

@@ -111,6 +111,19 @@ def keys_of(store: TableStore, tenant: str) -> set[str]:
     return {o.key for _, o in store.objects_of(tenant)}
 
 
+def change_log_keys(store: TableStore, since_ts: int = 0) -> set[str]:
+    """Keys of the commit objects the change log keeps for diffs (tenants.catalog.changes)
+    from ``since_ts`` on: GC keeps them, compacted or not, until the tenant's change
+    horizon passes them."""
+    with store.catalog.snapshot() as tx:
+        rows = tx.all(
+            "SELECT o.object_key FROM change_objects c JOIN objects o ON o.id = c.object_id "
+            "WHERE c.ts >= ?",
+            (since_ts,),
+        )
+    return {r["object_key"] for r in rows}
+
+
 def pending_rows(store: TableStore) -> list[dict[str, Any]]:
     return catalog_rows(store, "SELECT * FROM gc_pending")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tenants.catalog.base import Row, Tx
+from tenants.catalog.changes import forget_changes_of_tables
 from tenants.catalog.commits import forget_commits
 from tenants.catalog.inherited import OWN_MEMBERS, release_bases_of_tables, view_select
 from tenants.catalog.totals import drop_totals
@@ -57,6 +58,7 @@ def unreferenced_objects(tx: Tx) -> list[Row]:
         "MAX(m.removed_ts) AS last_ref, COUNT(m.object_id) AS memberships "
         "FROM objects o LEFT JOIN membership m ON m.object_id = o.id "
         "WHERE o.id NOT IN (SELECT object_id FROM gc_pending) "
+        "AND o.id NOT IN (SELECT object_id FROM change_objects) "
         "AND o.id NOT IN (SELECT p.object_id FROM job_pins p JOIN restore_jobs j ON j.id = p.job_id "
         "  WHERE j.state IN ('planned', 'rewriting', 'verifying', 'installing', 'failed')) "
         "GROUP BY o.id, o.object_key, o.byte_size, o.created_ts, o.max_ts "
@@ -170,6 +172,7 @@ def purge_tenant_rows(tx: Tx, tenant_id: str, ts: int) -> tuple[int, int]:
     snapshots = tx.execute("DELETE FROM snapshots WHERE tenant_id = ?", (tenant_id,))
     tx.execute("DELETE FROM snapshot_schedules WHERE tenant_id = ?", (tenant_id,))
     forget_commits(tx, tenant_id)  # its history is gone
+    forget_changes_of_tables(tx, "SELECT id FROM tables WHERE tenant_id = ?", (tenant_id,))
     tx.execute("DELETE FROM pitr_windows WHERE tenant_id = ?", (tenant_id,))
     ended = tx.execute(
         "UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL "
@@ -195,6 +198,7 @@ def release_tables_dropped_by(tx: Tx, tenant_id: str, oldest: int, ts: int) -> i
     )
     release_bases_of_tables(tx, dropped, (tenant_id, oldest), ts)
     drop_totals(tx, dropped, (tenant_id, oldest))
+    forget_changes_of_tables(tx, dropped, (tenant_id, oldest))
     return tx.execute(
         f"UPDATE membership SET removed_ts = ? WHERE removed_ts IS NULL AND table_id IN ({dropped})",
         (ts, tenant_id, oldest),
