@@ -64,6 +64,7 @@ _EXPORTS = {
     "TaskFailed": "tenants.errors",
     "CopyMismatch": "tenants.errors",
     "Locked": "tenants.errors",
+    "RevertConflict": "tenants.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -115,6 +116,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr_
     from tenants.errors import NotFound as NotFound
     from tenants.errors import ObjectMissing as ObjectMissing
     from tenants.errors import RestoreInProgress as RestoreInProgress
+    from tenants.errors import RevertConflict as RevertConflict
     from tenants.errors import RewindError as RewindError
     from tenants.errors import SchemaMismatch as SchemaMismatch
     from tenants.errors import StorageError as StorageError

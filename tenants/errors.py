@@ -135,3 +135,14 @@ class Locked(RewindError):
     """A backup (or one of its object versions) is under S3 Object Lock retention or
     a legal hold: deleting it is refused until its retain-until date (named in the
     message), or, for GOVERNANCE, without ``--bypass-governance``."""
+
+
+class RevertConflict(RewindError):
+    """A revert would overwrite later writes: some keys the reverted commit changed
+    were written again after it. Nothing was written; ``keys`` holds them (an Arrow
+    table of the key columns; None once pickled: one message argument, as every
+    error here), the message names the first few."""
+
+    def __init__(self, message: str, keys: object = None) -> None:
+        super().__init__(message)
+        self.keys = keys

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from tenants.objects.record import ObjectRecord
     from tenants.reads.arrow import Keys
     from tenants.reads.visible import ReadPlan
+    from tenants.revert import RevertResult
     from tenants.schema import Column, TableSchema
     from tenants.timeline.pitr import PitrWindow
     from tenants.timeline.protection import Protection
@@ -365,6 +366,46 @@ class TableStore:
         from tenants.reads.visible import read_local
 
         return read_local(self.objects, plan)
+
+    def diff(
+        self, tenant: str, table: str, from_as_of: AsOf, to_as_of: AsOf | None = None
+    ) -> pa.RecordBatchReader:
+        """The rows of ``table`` (``"db.table"``) that changed between two protected
+        times (``to_as_of`` defaults to now), streamed in key order: ``__change``
+        (insert, update, delete), the key columns, and ``before`` / ``after``
+        structs of the other columns (tenants.reads.diff; docs/diff.md)."""
+        from tenants.reads.diff import diff_table
+
+        return diff_table(self.catalog, self.objects, tenant, table, from_as_of, to_as_of)
+
+    def revert(
+        self,
+        tenant: str,
+        table: str,
+        commit_ts: int | None = None,
+        *,
+        from_as_of: AsOf | None = None,
+        to_as_of: AsOf | None = None,
+        skip_conflicts: bool = False,
+        dry_run: bool = False,
+    ) -> RevertResult:
+        """Undo write commit ``commit_ts`` of ``table`` (or every commit in
+        (``from_as_of``, ``to_as_of``]) in one new commit, keeping every later
+        write; keys written again later are conflicts (refused, or left with
+        ``skip_conflicts``). See tenants.revert."""
+        from tenants.revert import revert
+
+        return revert(
+            self.catalog,
+            self.objects,
+            tenant,
+            table,
+            commit_ts,
+            from_as_of=from_as_of,
+            to_as_of=to_as_of,
+            skip_conflicts=skip_conflicts,
+            dry_run=dry_run,
+        )
 
     def read_arrow(
         self,

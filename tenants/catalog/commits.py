@@ -70,3 +70,14 @@ def commit_at(tx: Tx, tenant_id: str, ts: int) -> Row | None:
 def forget_commits(tx: Tx, tenant_id: str) -> None:
     """Drop a purged tenant's commit log (its history is gone)."""
     tx.execute("DELETE FROM commits WHERE tenant_id = ?", (tenant_id,))
+
+
+def commits_at(tx: Tx, tenant_id: str, ts: int) -> list[Row]:
+    """The tenant's commits at ``ts`` (one per table it changed), each with
+    ``database_name`` and ``table_name``."""
+    return tx.all(
+        "SELECT c.*, d.name AS database_name, t.name AS table_name FROM commits c "
+        "JOIN tables t ON t.id = c.table_id JOIN databases d ON d.id = t.database_id "
+        "WHERE c.tenant_id = ? AND c.ts = ? ORDER BY d.name, t.name",
+        (tenant_id, ts),
+    )

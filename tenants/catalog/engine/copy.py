@@ -66,6 +66,7 @@ COPY_ORDER = (
     "job_pins",
     "gc_pending",
     "commits",
+    "change_objects",
 )
 # Each catalog's own, never copied (the copy is not moved: its source is).
 OWN_META_KEYS = ("schema_version", "ddl_fingerprint", MOVED_TO)
