@@ -7,6 +7,8 @@ across Spark executors (``Exception.__reduce__`` replays ``self.args``).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RewindError(Exception):
     """Root of every error Rewind raises on purpose."""
@@ -143,6 +145,6 @@ class RevertConflict(RewindError):
     table of the key columns; None once pickled: one message argument, as every
     error here), the message names the first few."""
 
-    def __init__(self, message: str, keys: object = None) -> None:
+    def __init__(self, message: str, keys: Any = None) -> None:
         super().__init__(message)
         self.keys = keys

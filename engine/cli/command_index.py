@@ -72,6 +72,14 @@ INDEX: dict[str, Entry] = {
         "engine.cli.table_restore_cmds:restore_database_cmd",
         "Restore every table of one database to a snapshot or protected time.",
     ),
+    "diff": Entry(
+        "engine.cli.diff_cmds:diff_cmd",
+        "Show the rows inserted, updated and deleted between two protected times.",
+    ),
+    "revert": Entry(
+        "engine.cli.diff_cmds:revert_cmd",
+        "Undo one commit (or the commits of a range) of a table, keeping every later write.",
+    ),
     "gc": Entry(
         "engine.cli.gc_cmds:gc_cmd",
         "Collect garbage: expired tenants, versions no protected time needs, unreferenced "

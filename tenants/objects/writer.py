@@ -75,7 +75,7 @@ def parquet_options() -> dict[str, object]:
     }
 
 
-class _HashingSink:
+class HashingSink:
     """The file object ParquetWriter writes to: counts and hashes the bytes and
     passes them to the object store's output. (ParquetWriter writes on the calling
     thread and asks ``tell`` for offsets; it never seeks.)"""
@@ -168,7 +168,7 @@ class ObjectWriter:
         self._where = f"{objects.warehouse.uri}/{key}"
         self._ts = ts
         self._sort_keys = [*self.primary_key] + ([] if ts is not None else [TS])
-        self._sink = _HashingSink(objects.open_output(key))
+        self._sink = HashingSink(objects.open_output(key))
         # Pages gather in a native buffer and reach the Python sink a few MiB at
         # a time: each call into the sink takes the GIL, which the merging thread
         # holds between its calls into Arrow, so a write per page would wait.

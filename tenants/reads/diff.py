@@ -54,7 +54,7 @@ from tenants.reads.key_range import KeySet
 from tenants.reads.merge import MergeInput, merge_rounds, typed_key
 from tenants.reads.visible import ReadPlan, read_plan_in, stream_visible
 from tenants.schema import TS, TableSchema
-from tenants.tenancy import TenantRecord, find_tenant
+from tenants.tenancy import TenantRecord, find_tenant, tables_at
 from tenants.timeline.lineage import require_data, resolve_time
 from tenants.times import AsOf, format_ts
 
@@ -111,6 +111,39 @@ def _meta(schema: pa.Schema, name: str) -> list[str]:
     return [] if raw is None else list(json.loads(raw))
 
 
+@dataclass(frozen=True)
+class TableChanges:
+    """One table's changes between A and B, counted (``rewind diff TENANT``)."""
+
+    table: str
+    counts: dict[str, int]
+    created: bool  # not there at A
+    dropped: bool  # not there at B
+    added: list[str]
+    dropped_columns: list[str]
+    retyped: list[str]
+    scanned: bool
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            any(self.counts.values())
+            or self.created
+            or self.dropped
+            or self.added
+            or self.dropped_columns
+            or self.retyped
+        )
+
+
+@dataclass(frozen=True)
+class TenantChanges:
+    tenant: str
+    from_ts: int
+    to_ts: int
+    tables: tuple[TableChanges, ...]  # the tables that changed, by name
+
+
 def plan_diff(
     catalog: Catalog,
     tenant: str,
@@ -128,20 +161,60 @@ def plan_diff(
     """
     database, name = qualified_table(table)
     with catalog.snapshot() as tx:
-        tenant_rec = require_data(find_tenant(tx, tenant))
-        holder_a, ts_a, _ = resolve_time(tx, tenant_rec, from_as_of)
-        if to_as_of is None:
-            holder_b, ts_b = tenant_rec, tx.last_ts()
-        else:
-            holder_b, ts_b, _ = resolve_time(tx, tenant_rec, to_as_of)
-        if ts_a > ts_b:
-            raise InvalidArgument(
-                f"diff of {tenant}/{database}.{name}: --from {from_as_of!r} "
-                f"({format_ts(ts_a)}, ts {ts_a}) is after --to "
-                f"{'now' if to_as_of is None else repr(to_as_of)} ({format_ts(ts_b)}, ts {ts_b}); "
-                "give the earlier time first"
-            )
-        return diff_plan_in(tx, tenant_rec.name, (holder_a, ts_a), (holder_b, ts_b), database, name)
+        tenant_rec, a, b = _times(tx, tenant, f"{database}.{name}", from_as_of, to_as_of)
+        return diff_plan_in(tx, tenant_rec.name, a, b, database, name)
+
+
+def _times(
+    tx: Tx, tenant: str, what: str, from_as_of: AsOf, to_as_of: AsOf | None
+) -> tuple[TenantRecord, tuple[TenantRecord, int], tuple[TenantRecord, int]]:
+    """The tenant, and (holder, ts) at A and at B (default now), A <= B."""
+    tenant_rec = require_data(find_tenant(tx, tenant))
+    holder_a, ts_a, _ = resolve_time(tx, tenant_rec, from_as_of)
+    if to_as_of is None:
+        holder_b, ts_b = tenant_rec, tx.last_ts()
+    else:
+        holder_b, ts_b, _ = resolve_time(tx, tenant_rec, to_as_of)
+    if ts_a > ts_b:
+        raise InvalidArgument(
+            f"diff of {tenant}/{what}: --from {from_as_of!r} ({format_ts(ts_a)}, ts {ts_a}) "
+            f"is after --to {'now' if to_as_of is None else repr(to_as_of)} "
+            f"({format_ts(ts_b)}, ts {ts_b}); give the earlier time first"
+        )
+    return tenant_rec, (holder_a, ts_a), (holder_b, ts_b)
+
+
+def diff_tenant(
+    catalog: Catalog,
+    objects: ObjectStore,
+    tenant: str,
+    from_as_of: AsOf,
+    to_as_of: AsOf | None = None,
+) -> TenantChanges:
+    """Every table of the tenant that changed between A and B, with its changes
+    counted (tables with no logged commit in between cost nothing to count)."""
+    with catalog.snapshot() as tx:
+        tenant_rec, a, b = _times(tx, tenant, "*", from_as_of, to_as_of)
+        names = {t.qualified for t in tables_at(tx, a[0], a[1])}
+        names |= {t.qualified for t in tables_at(tx, b[0], b[1])}
+        plans = [
+            diff_plan_in(tx, tenant_rec.name, a, b, *qualified_table(n)) for n in sorted(names)
+        ]
+    counted = []
+    for plan in plans:
+        changes = TableChanges(
+            plan.table,
+            count_changes(stream_diff(objects, plan)),
+            plan.before is None,
+            plan.after is None,
+            plan.added,
+            plan.dropped,
+            plan.retyped,
+            plan.scans,
+        )
+        if changes.changed:
+            counted.append(changes)
+    return TenantChanges(tenant_rec.name, a[1], b[1], tuple(counted))
 
 
 def diff_plan_in(

@@ -105,6 +105,16 @@ def story(rewind: Rewind, home: Path) -> dict[str, Any]:
     ok(rewind("load", TENANT, TABLE, home / "b.csv"))
     ok(rewind("compact", TENANT))
     ok(rewind("backup", "create", TENANT, "--snapshot", SNAPSHOT, "--to", home / "backups"))
+    # A tenant without snapshot or PITR window keeps no change log: its compaction
+    # leaves garbage for `gc --dry-run` to list.
+    ok(
+        rewind(
+            "table", "create", OTHER, "shop.items", "-c", "id:int64", "-c", "v:string", "-k", "id"
+        )
+    )
+    ok(rewind("load", OTHER, "shop.items", home / "i.csv"))
+    ok(rewind("load", OTHER, "shop.items", home / "i.csv"))
+    ok(rewind("compact", OTHER))
     ok(rewind("tenant", "drop", OTHER, "--yes"))
     (snapshot,) = as_json(rewind("--json", "snapshot", "list", TENANT))
     return {"snapshot": snapshot, "backups": home / "backups"}
