@@ -1,5 +1,5 @@
 """Revert: undo what one commit (or the commits of a range) did to a table, and
-keep every later write.
+keep every later write; and its sibling, putting some keys back as they were.
 
 The change set is the diff of the table across the commit, (ts - 1, ts], or
 across the range (A, B] (tenants.reads.diff): rows it inserted, updated and
@@ -24,6 +24,10 @@ A revert works within one table's life: the commit must be a ``write`` of the
 table the name holds now (not of a table restored or re-created since), and
 the table's change log must reach back to it (the tenant's PITR window, see
 docs/diff.md). Otherwise it is refused, and ``restore-table`` is the tool.
+
+:func:`restore_keys` is the same write without conflicts: some keys of a table
+(a list, or a key range) made to read as they did at a time, every other row
+untouched (``restore-table --keys``).
 """
 
 from __future__ import annotations
@@ -45,12 +49,12 @@ from tenants.objects.reader import open_object
 from tenants.objects.record import ObjectRecord, record_from_tuple
 from tenants.objectstore import ObjectStore
 from tenants.reads.diff import BEFORE, CHANGE, KINDS, DiffPlan, diff_plan_in, stream_diff
-from tenants.reads.key_range import KeySet
+from tenants.reads.key_range import KeyRange, KeySet
 from tenants.schema import TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, active_tenant, find_table
 from tenants.timeline.lineage import resolve_time
 from tenants.times import AsOf, check_ts, format_ts
-from tenants.writes import install_prepared, prepare_commit
+from tenants.writes import conform_keys, install_prepared, prepare_commit
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +194,63 @@ def _plan(
         for row in change_object_tuples(tx, table_now.id, hi, max(now, hi))
     )
     return _Plan(tenant_rec, table_now, diff, later)
+
+
+def restore_keys(
+    catalog: Catalog,
+    objects: ObjectStore,
+    tenant: str,
+    table: str,
+    as_of: AsOf,
+    *,
+    keys: pa.Table | None = None,
+    key_range: KeyRange | None = None,
+    dry_run: bool = False,
+) -> RevertResult:
+    """Put some rows of ``table`` back as they were at ``as_of``, in one commit: the
+    keys of ``keys`` (a table of the key columns), or those in ``key_range``. A key
+    present then gets its values then; one absent then is deleted; every other row
+    is untouched. Unlike a table restore it is no job: the table stays writable,
+    and the commit's compare-and-set makes it all or nothing against concurrent
+    writes (``restore-table --keys``, docs/diff.md).
+
+    Raises:
+        InvalidArgument: neither or both of ``keys`` and ``key_range``; keys that
+            are not the table's key columns; a table that did not exist then.
+        UnprotectedTime: ``as_of`` is not protected.
+    """
+    database, name = qualified_table(table)
+    if (keys is None) == (key_range is None):
+        raise InvalidArgument(
+            f"restore of some keys of {tenant}/{database}.{name}: give the keys, or a key "
+            "range, not both"
+        )
+    for attempt in Retrying(
+        retry=retry_if_exception_type(ConcurrentModification),
+        stop=stop_after_attempt(ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.02, max=1.0),
+        reraise=True,
+    ):
+        with attempt:
+            with catalog.snapshot() as tx:
+                tenant_rec = active_tenant(tx, tenant)
+                now = tx.last_ts()
+                table_now = find_table(tx, tenant_rec, database, name, now)
+                holder, ts, _ = resolve_time(tx, tenant_rec, as_of)
+                diff = diff_plan_in(
+                    tx, tenant_rec.name, (holder, ts), (tenant_rec, now), database, name
+                )
+            if diff.before is None:
+                raise InvalidArgument(
+                    f"table {table_now.qualified} of tenant {tenant_rec.name!r} did not exist at "
+                    f"{format_ts(ts)} (ts {ts}): there are no rows of then to put back"
+                )
+            where = f"{tenant_rec.name}/{table_now.qualified}"
+            only = None if keys is None else conform_keys(keys, table_now.schema, where)
+            diff = replace(diff, only_keys=only, only_range=key_range)
+            plan = _Plan(tenant_rec, table_now, diff, ())
+            return _revert_once(catalog, objects, plan, True, dry_run)
+    raise AssertionError("unreachable: tenacity reraises the last attempt's error")
 
 
 def _check_commit(tx: Tx, tenant: TenantRecord, table: TableRecord, commit_ts: int) -> int:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tenants.compaction import CompactionResult
     from tenants.objects.record import ObjectRecord
     from tenants.reads.arrow import Keys
+    from tenants.reads.key_range import KeyRange
     from tenants.reads.visible import ReadPlan
     from tenants.revert import RevertResult
     from tenants.schema import Column, TableSchema
@@ -404,6 +405,32 @@ class TableStore:
             from_as_of=from_as_of,
             to_as_of=to_as_of,
             skip_conflicts=skip_conflicts,
+            dry_run=dry_run,
+        )
+
+    def restore_keys(
+        self,
+        tenant: str,
+        table: str,
+        as_of: AsOf,
+        *,
+        keys: pa.Table | None = None,
+        key_range: KeyRange | None = None,
+        dry_run: bool = False,
+    ) -> RevertResult:
+        """Put some rows of ``table`` back as they were at ``as_of`` in one commit:
+        the keys of ``keys`` (a table of the key columns) or those in ``key_range``;
+        every other row is untouched (tenants.revert.restore_keys)."""
+        from tenants.revert import restore_keys
+
+        return restore_keys(
+            self.catalog,
+            self.objects,
+            tenant,
+            table,
+            as_of,
+            keys=keys,
+            key_range=key_range,
             dry_run=dry_run,
         )
 

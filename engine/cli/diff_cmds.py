@@ -265,7 +265,7 @@ def revert_cmd(
             raise typer.Exit(1) from None
         raise
     if as_json:
-        render.emit_json(_revert_json(result))
+        render.emit_json(revert_json(result))
     else:
         render.say(_revert_text(result))
 
@@ -485,7 +485,7 @@ def _summary_table(summary: TenantChanges) -> Any:
     return table
 
 
-def _revert_json(result: RevertResult) -> dict[str, Any]:
+def revert_json(result: RevertResult) -> dict[str, Any]:
     return {
         "tenant": result.tenant,
         "table": result.table,
@@ -541,3 +541,29 @@ def _revert_text(result: RevertResult) -> str:
             f"({local_time(result.ts)}); undo it with `{_undo(result)}`"
         )
     return "\n".join(lines)
+
+
+def keys_restored_text(result: RevertResult) -> str:
+    """``restore-table --keys|--where``: what was (or would be) put back."""
+    counts = result.changes
+    differ = sum(counts.values())
+    head = (
+        f"{result.tenant}/{result.table}: {differ} of the rows asked for "
+        f"{'differs' if differ == 1 else 'differ'} from {local_time(result.from_ts)}: "
+        f"{counts['delete']} gone since, "
+        f"{counts['update']} changed since, {counts['insert']} added since"
+    )
+    if result.dry_run:
+        tail = (
+            f"would put back {render.plural(result.upserted, 'row')} and delete "
+            f"{render.plural(result.deleted, 'row')}; nothing was written (--dry-run)"
+        )
+    elif result.ts is None:
+        tail = "nothing to restore: nothing was written"
+    else:
+        tail = (
+            f"restored: put back {render.plural(result.upserted, 'row')}, deleted "
+            f"{render.plural(result.deleted, 'row')} in commit ts {result.ts} "
+            f"({local_time(result.ts)}); undo it with `{_undo(result)}`"
+        )
+    return f"{head}\n{tail}"

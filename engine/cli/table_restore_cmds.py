@@ -11,7 +11,8 @@ tenant.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -91,6 +92,29 @@ def restore_table_cmd(
     no_wait: NoWaitOption = False,
     resume: Resume = None,
     cancel: Cancel = None,
+    keys: Annotated[
+        Path | None,
+        typer.Option(
+            "--keys",
+            metavar="FILE",
+            help="Restore only the rows with these keys (a .csv or .parquet of the key "
+            "columns), in one commit; every other row is untouched.",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            show_default=False,
+        ),
+    ] = None,
+    where: Annotated[
+        str | None,
+        typer.Option(
+            "--where",
+            metavar="LOW..HIGH",
+            help="Restore only the rows whose key lies in this range (both ends inclusive, "
+            'either may be left out: 100..200, ..99, [1,"a"]..[1,"z"]), in one commit.',
+            show_default=False,
+        ),
+    ] = None,
     json_output: Json = False,
 ) -> None:
     """Restore one table to a snapshot or protected time.
@@ -98,11 +122,13 @@ def restore_table_cmd(
     The other tables keep every later write. In place, the table's content and
     schema become what they were then; the table as it was stays readable at
     earlier times (undo by restoring to one). Writes to it are refused while
-    the job runs.
+    the job runs. With --keys or --where only those rows are put back, in one
+    ordinary commit (no job; the table stays writable).
 
     Examples:
       rewind restore-table acme shop.orders --before TS   (TS from `rewind history acme --commits`)
       rewind restore-table acme shop.orders --snapshot mon --to shop.orders_mon
+      rewind restore-table acme shop.orders --snapshot mon --keys lost.csv --yes
     """
     from engine.restore.history import before_commit
     from engine.restore.table_plan import plan_table_restore
@@ -123,10 +149,21 @@ def restore_table_cmd(
     installs_first = instant_choice(*modes)
     if table is None:
         raise InvalidArgument("say which table to restore: rewind restore-table TENANT DB.TABLE")
+    if keys is not None or where is not None:
+        if keys is not None and where is not None:
+            raise InvalidArgument("give --keys FILE or --where LOW..HIGH, not both")
+        if to is not None or to_tenant is not None or any(modes):
+            raise InvalidArgument(
+                "--keys and --where put rows back in place, in one commit: leave out --to, "
+                "--to-tenant, --instant, --rewrite-first and --no-wait"
+            )
     point = restore_point(
         snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
     )
     store = state.store()
+    if keys is not None or where is not None:
+        _restore_keys(store, tenant, table, point, keys, where, dry_run, yes, as_json)
+        return
     _run(
         store,
         lambda: plan_table_restore(
@@ -250,6 +287,58 @@ def undrop_cmd(
         yes=True,  # an undrop replaces nothing
         as_json=as_json,
     )
+
+
+def _restore_keys(
+    store: TableStore,
+    tenant: str,
+    table: str,
+    point: str | int,
+    keys: Path | None,
+    where: str | None,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """``restore-table --keys|--where``: some rows back, in one commit."""
+    from engine.cli.diff_cmds import keys_restored_text, revert_json
+    from tenants.load_files import read_file
+    from tenants.reads.key_range import KeyRange
+
+    schema = store.plan_read(tenant, table).table.schema
+    key_rows = None if keys is None else read_file(keys, schema.key_arrow())
+    key_range = None
+    if where is not None:
+        low, dots, high = where.partition("..")
+        if not dots:
+            raise InvalidArgument(
+                f"invalid --where {where!r}: give LOW..HIGH (either end may be left out: "
+                "100..200, ..99, 100..)"
+            )
+        key_range = KeyRange.parse(low.strip() or None, high.strip() or None, schema.key_arrow())
+        if key_range is None:
+            raise InvalidArgument(
+                f"invalid --where {where!r}: give at least one end of the range; to restore "
+                "every row, leave out --where"
+            )
+
+    def run(dry: bool) -> Any:
+        return store.restore_keys(
+            tenant, table, point, keys=key_rows, key_range=key_range, dry_run=dry
+        )
+
+    if not dry_run:
+        confirm(
+            f"restore some rows of {tenant}/{table}",
+            yes=yes,
+            as_json=as_json,
+            plan=lambda: [keys_restored_text(run(True))],
+        )
+    result = run(dry_run)
+    if as_json:
+        render.emit_json(revert_json(result))
+    else:
+        render.say(keys_restored_text(result))
 
 
 def _job_given(

@@ -50,7 +50,7 @@ from tenants.names import qualified_table
 from tenants.objects.reader import open_object
 from tenants.objects.record import ObjectRecord, record_from_tuple
 from tenants.objectstore import ObjectStore
-from tenants.reads.key_range import KeySet
+from tenants.reads.key_range import KeyRange, KeySet
 from tenants.reads.merge import MergeInput, merge_rounds, typed_key
 from tenants.reads.visible import ReadPlan, read_plan_in, stream_visible
 from tenants.schema import TS, TableSchema
@@ -83,6 +83,10 @@ class DiffPlan:
     after: ReadPlan | None
     changes: tuple[ObjectRecord, ...] | None
     schema: pa.Schema
+    # A diff of some keys only (restore-table --keys / --where): these keys
+    # (a table of the key columns), point-read; or this range, scanned.
+    only_keys: pa.Table | None = None
+    only_range: KeyRange | None = None
 
     @property
     def scans(self) -> bool:
@@ -321,25 +325,34 @@ def _aligned(
     objects: ObjectStore, plan: DiffPlan
 ) -> Iterator[tuple[pa.Table | None, pa.Table | None]]:
     """(rows at A, rows at B) of the same keys, chunk after chunk in key order."""
-    if plan.changes is not None:
+    keyed = plan.after or plan.before
+    assert keyed is not None
+    if plan.only_keys is not None:
+        every = KeySet.of(plan.only_keys, keyed.table.schema.primary_key).table
+        for start in range(0, every.num_rows, CHUNK_KEYS):
+            key_set = KeySet.of(every.slice(start, CHUNK_KEYS), keyed.table.schema.primary_key)
+            yield _read(objects, plan.before, key_set), _read(objects, plan.after, key_set)
+        return
+    if plan.changes is not None and plan.only_range is None:
         assert plan.before is not None and plan.after is not None
         for keys in changed_keys(objects, plan.changes, plan.after.table.schema):
             key_set = KeySet.of(keys, plan.after.table.schema.primary_key)
             yield _read(objects, plan.before, key_set), _read(objects, plan.after, key_set)
         return
-    # No log: merge the two whole states in key order, a round at a time.
-    keyed = plan.after or plan.before
-    assert keyed is not None
+    # No log: merge the two whole states (or their key range) in key order, a
+    # round at a time.
     key_schema = keyed.table.schema.key_arrow()
     inputs = [
-        MergeInput("data", _with_ts(objects, side, key_schema))
+        MergeInput("data", _with_ts(objects, side, key_schema, plan.only_range))
         for side in (plan.before, plan.after)
     ]
     for round_ in merge_rounds(inputs, key_schema):
         yield tuple(None if t is None else t.drop_columns([TS]) for t in round_.taken)  # type: ignore[misc]
 
 
-def _read(objects: ObjectStore, plan: ReadPlan, keys: KeySet) -> pa.Table:
+def _read(objects: ObjectStore, plan: ReadPlan | None, keys: KeySet) -> pa.Table | None:
+    if plan is None:
+        return None
     parts = list(stream_visible(objects, plan, keys=keys))
     if not parts:
         return plan.table.schema.arrow().empty_table()
@@ -347,12 +360,16 @@ def _read(objects: ObjectStore, plan: ReadPlan, keys: KeySet) -> pa.Table:
 
 
 def _with_ts(
-    objects: ObjectStore, plan: ReadPlan | None, key_schema: pa.Schema
+    objects: ObjectStore,
+    plan: ReadPlan | None,
+    key_schema: pa.Schema,
+    key_range: KeyRange | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """A state's rows as a merge input: keys cast to the diff's key types, a ``__ts``."""
+    """A state's rows (in ``key_range``) as a merge input: keys cast to the diff's
+    key types, a ``__ts``."""
     if plan is None:
         return
-    for rows in stream_visible(objects, plan):
+    for rows in stream_visible(objects, plan, keys=key_range):
         for name in key_schema.names:
             index = rows.schema.get_field_index(name)
             rows = rows.set_column(index, name, rows.column(name).cast(key_schema.field(name).type))
