@@ -81,9 +81,9 @@ def insert_table(
     taken = f"database {database_id} of tenant {tenant_id} already has a table named {name!r}"
     with tx.unique(lambda: AlreadyExists(taken)):
         tx.execute(
-            "INSERT INTO tables (id, tenant_id, database_id, name, created_ts) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (table_id, tenant_id, database_id, name, ts),
+            "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, changes_from_ts) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (table_id, tenant_id, database_id, name, ts, ts),
         )
 
 

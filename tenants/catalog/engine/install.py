@@ -51,9 +51,14 @@ def insert_database(tx: Tx, database_id: str, tenant_id: str, name: str, created
 def insert_tables(tx: Tx, rows: Sequence[tuple[str, str, str, str, int, int | None]]) -> None:
     """Tables of the restored tenant as (id, tenant_id, database_id, name,
     created_ts, dropped_ts) tuples, keeping their creation (and drop, if at or
-    before the restore point) ts: one bulk insert however many tables."""
+    before the restore point) ts: one bulk insert however many tables. Their
+    change log starts now: what they hold came by the install, not by commits
+    (tenants.catalog.changes)."""
+    now = tx.commit_ts()
     tx.insert_many(
-        "tables", ("id", "tenant_id", "database_id", "name", "created_ts", "dropped_ts"), rows
+        "tables",
+        ("id", "tenant_id", "database_id", "name", "created_ts", "dropped_ts", "changes_from_ts"),
+        [(*row, now) for row in rows],
     )
 
 

@@ -115,10 +115,12 @@ def insert_restored_tables(
     """
     taken = "a table of that name was created while the restore job ran"
     with tx.unique(lambda: AlreadyExists(taken)):
+        # The change log starts with the install (tenants.catalog.changes).
         tx.executemany(
             "INSERT INTO tables (id, tenant_id, database_id, name, created_ts, "
-            "source_table_id, source_ts, restore_job_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            "source_table_id, source_ts, restore_job_id, changes_from_ts) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*row, tx.commit_ts()) for row in rows],
         )
 
 
