@@ -86,7 +86,9 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     out = done.stdout
 
     # What the tour says happens, in its output.
-    assert out.count("deleted 2 keys from acme/shop.orders") == 2
+    assert out.count("deleted 2 keys from acme/shop.orders") == 3
+    assert "3 rows changed from" in out and "(1 inserted, 0 updated, 2 deleted)" in out
+    assert "reverted: put back 2 rows, deleted 0 rows in commit ts" in out
     assert "dry run: nothing was changed" in out
     assert re.search(r"restore job \w+ done \(physical\): tenant acme@\w+ at mon", out)
     assert re.search(r"restore job \w+ done \(physical\): shop\.orders of tenant acme@\w+", out)
@@ -107,7 +109,8 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
         return json.loads(shown.stdout)
 
     loaded = rows_of(clone / "examples" / "orders.csv")
-    assert query("shop.orders") == loaded
+    later = rows_of(clone / "examples" / "later.csv")
+    assert query("shop.orders") == loaded + later  # reverted, the later order kept
     assert query("shop.orders_mon") == loaded
 
     # The README's DuckDB example reads the tour's tenant at its snapshot.
