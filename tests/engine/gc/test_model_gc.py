@@ -576,6 +576,16 @@ class Model:
                 "WHERE n.purged_ts IS NULL"
             ):
                 assert totals_of(tx, table_id) == counted(tx, table_id), table_id
+            # the change log never names a collected object (GC keeps what it logs),
+            # and never a commit before the point its table says it is complete from
+            assert not tx.tuples(
+                "SELECT c.object_id FROM change_objects c LEFT JOIN objects o "
+                "ON o.id = c.object_id WHERE o.id IS NULL"
+            )
+            assert not tx.tuples(
+                "SELECT c.table_id FROM change_objects c JOIN tables t ON t.id = c.table_id "
+                "WHERE c.ts < t.changes_from_ts"
+            )
             # a member's max_ts is its object's, or its cut where that is older
             assert not tx.tuples(
                 "SELECT m.object_id FROM membership m JOIN objects o ON o.id = m.object_id "
