@@ -44,9 +44,11 @@ from tenants.catalog import Catalog, Tx
 from tenants.catalog.changes import change_object_tuples, changes_from
 from tenants.catalog.commits import commits_at
 from tenants.errors import ConcurrentModification, InvalidArgument, NotFound, RevertConflict
+from tenants.loads import CHUNK_BYTES
 from tenants.names import qualified_table
+from tenants.objects.io import write_commit_object
 from tenants.objects.reader import open_object
-from tenants.objects.record import ObjectRecord, record_from_tuple
+from tenants.objects.record import ObjectKind, ObjectRecord, record_from_tuple
 from tenants.objectstore import ObjectStore
 from tenants.reads.diff import BEFORE, CHANGE, KINDS, DiffPlan, diff_plan_in, stream_diff
 from tenants.reads.key_range import KeyRange, KeySet
@@ -54,7 +56,13 @@ from tenants.schema import TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, active_tenant, find_table
 from tenants.timeline.lineage import resolve_time
 from tenants.times import AsOf, check_ts, format_ts
-from tenants.writes import conform_keys, install_prepared, prepare_commit
+from tenants.writes import (
+    PreparedCommit,
+    conform_keys,
+    conform_rows,
+    discard_uploads,
+    install_prepared,
+)
 
 log = logging.getLogger(__name__)
 
@@ -291,47 +299,51 @@ def _check_commit(tx: Tx, tenant: TenantRecord, table: TableRecord, commit_ts: i
 def _revert_once(
     catalog: Catalog, objects: ObjectStore, plan: _Plan, skip_conflicts: bool, dry_run: bool
 ) -> RevertResult:
+    """Stream the change set, uploading what puts it back a chunk at a time (as a
+    load does), then commit every chunk at one ts, or discard them all."""
     schema = plan.table.schema
     pk = list(schema.primary_key)
     before_schema = plan.diff.before.table.schema if plan.diff.before is not None else schema
-    counts = dict.fromkeys(KINDS, 0)
-    upserts: list[pa.Table] = []
-    deletes: list[pa.Table] = []
-    conflicts: list[pa.Table] = []
-    for batch in stream_diff(objects, plan.diff):
-        rows = pa.Table.from_batches([batch])
-        for kind in KINDS:
-            counts[kind] += pc.sum(pc.equal(rows.column(CHANGE), kind)).as_py() or 0
-        touched = _touched_later(objects, plan.later, rows.select(pk), schema)
-        if touched is not None:
-            clash = touched.mask(rows, pk)
-            conflicts.append(rows.filter(clash).select(pk))
-            rows = rows.filter(pc.invert(clash))
-        had = pc.equal(rows.column(CHANGE), "insert")
-        deletes.append(rows.filter(had).select(pk))
-        kept = rows.filter(pc.invert(had))
-        if kept.num_rows:
-            upserts.append(_before_values(kept, before_schema, schema))
-    conflict_keys = _concat(conflicts, schema.key_arrow())
     where = f"{plan.tenant.name}/{plan.table.qualified}"
-    if conflict_keys.num_rows and not skip_conflicts:
-        raise RevertConflict(
-            f"revert of {where} ({format_ts(plan.diff.from_ts)} .. "
-            f"{format_ts(plan.diff.to_ts)}): {conflict_keys.num_rows} changed key(s) were "
-            f"written again later: {_some(conflict_keys)}; nothing was written; "
-            "--skip-conflicts reverts the others and leaves these as they are now",
-            conflict_keys,
-        )
-    up = _concat(upserts, schema.arrow())
-    down = _concat(deletes, schema.key_arrow())
+    counts = dict.fromkeys(KINDS, 0)
+    conflicts: list[pa.Table] = []
+    out = _Uploads(objects, plan, where, upload=not dry_run)
+    try:
+        for batch in stream_diff(objects, plan.diff):
+            rows = pa.Table.from_batches([batch])
+            for kind in KINDS:
+                counts[kind] += pc.sum(pc.equal(rows.column(CHANGE), kind)).as_py() or 0
+            touched = _touched_later(objects, plan.later, rows.select(pk), schema)
+            if touched is not None:
+                clash = touched.mask(rows, pk)
+                conflicts.append(rows.filter(clash).select(pk))
+                rows = rows.filter(pc.invert(clash))
+            had = pc.equal(rows.column(CHANGE), "insert")
+            out.add("tomb", rows.filter(had).select(pk))
+            kept = rows.filter(pc.invert(had))
+            if kept.num_rows:
+                out.add("data", _before_values(kept, before_schema, schema))
+        out.flush()
+        conflict_keys = _concat(conflicts, schema.key_arrow())
+        if conflict_keys.num_rows and not skip_conflicts:
+            raise RevertConflict(
+                f"revert of {where} ({format_ts(plan.diff.from_ts)} .. "
+                f"{format_ts(plan.diff.to_ts)}): {conflict_keys.num_rows} changed key(s) were "
+                f"written again later: {_some(conflict_keys)}; nothing was written; "
+                "--skip-conflicts reverts the others and leaves these as they are now",
+                conflict_keys,
+            )
+    except BaseException:
+        discard_uploads(objects, out.uploaded)
+        raise
     result = RevertResult(
         plan.tenant.name,
         plan.table.qualified,
         plan.diff.from_ts,
         plan.diff.to_ts,
         counts,
-        up.num_rows,
-        down.num_rows,
+        out.rows["data"],
+        out.rows["tomb"],
         conflict_keys,
         dry_run,
         schema_changes={
@@ -340,14 +352,14 @@ def _revert_once(
             "retyped": plan.diff.retyped,
         },
     )
-    if dry_run or (not up.num_rows and not down.num_rows):
+    if dry_run or not out.uploaded:
         return result
-    prepared = prepare_commit(
-        objects,
+    prepared = PreparedCommit(
         plan.tenant,
         plan.table,
-        up if up.num_rows else None,
-        down if down.num_rows else None,
+        tuple(out.uploaded),
+        upserted=out.rows["data"],
+        deleted=out.rows["tomb"],
     )
     written = install_prepared(
         catalog, objects, prepared, plan.tenant.name, plan.tenant.last_change_ts
@@ -360,11 +372,60 @@ def _revert_once(
         plan.diff.from_ts,
         plan.diff.to_ts,
         written.ts,
-        up.num_rows,
-        down.num_rows,
+        out.rows["data"],
+        out.rows["tomb"],
         conflict_keys.num_rows,
     )
     return replace(result, ts=written.ts)
+
+
+class _Uploads:
+    """The revert's commit objects, uploaded about every :data:`CHUNK_BYTES` of rows
+    per kind: the change set is never held whole. Chunks come from disjoint key
+    chunks of the diff, so no key is in two of them."""
+
+    def __init__(self, objects: ObjectStore, plan: _Plan, where: str, *, upload: bool) -> None:
+        self.objects = objects
+        self.plan = plan
+        self.where = where
+        self.upload = upload
+        self.pending: dict[ObjectKind, list[pa.Table]] = {"data": [], "tomb": []}
+        self.rows: dict[ObjectKind, int] = {"data": 0, "tomb": 0}
+        self.uploaded: list[ObjectRecord] = []
+
+    def add(self, kind: ObjectKind, rows: pa.Table) -> None:
+        if not rows.num_rows:
+            return
+        self.rows[kind] += rows.num_rows
+        if not self.upload:
+            return
+        self.pending[kind].append(rows)
+        if sum(t.nbytes for t in self.pending[kind]) >= CHUNK_BYTES:
+            self._write(kind)
+
+    def flush(self) -> None:
+        for kind in ("data", "tomb"):
+            self._write(kind)
+
+    def _write(self, kind: ObjectKind) -> None:
+        parts = self.pending[kind]
+        if not parts:
+            return
+        self.pending[kind] = []
+        schema = self.plan.table.schema
+        rows = pa.concat_tables(parts)
+        rows = conform_rows(rows, schema, self.where) if kind == "data" else rows
+        self.uploaded.append(
+            write_commit_object(
+                self.objects,
+                rows,
+                tenant_id=self.plan.tenant.id,
+                table_id=self.plan.table.id,
+                kind=kind,
+                fingerprint=schema.fingerprint,
+                primary_key=list(schema.primary_key),
+            )
+        )
 
 
 def _touched_later(
