@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -204,6 +205,57 @@ def test_loading_a_400_mb_csv_grows_the_process_by_under_300_mb(
     assert report["rows"] == len(ids)
     growth_mb = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
     assert growth_mb < 300, f"loading {size_mb:.0f} MB grew the process by {growth_mb:.0f} MB"
+
+
+def test_a_diff_and_a_revert_grow_the_process_by_what_they_read_at_once_not_the_change(
+    tmp_path: Path, new_catalog_uri
+) -> None:
+    """A commit that rewrote every row of a table: its diff is the table twice
+    (before and after), its revert a commit as big. Both stream: a change four
+    times larger grows the process about as much (a row group per open object, a
+    chunk of keys), and less than the change."""
+    from tenants.schema import Column, TableSchema
+    from tenants.store import TableStore
+
+    catalog = new_catalog_uri()
+    warehouse = f"file://{tmp_path / 'warehouse'}"
+    store = TableStore.open(catalog, warehouse)
+    store.create_tenant("acme")
+    store.set_pitr("acme", 3_600_000_000)
+    schema = TableSchema((Column("id", "int64", nullable=False), Column("v", "string")), ("id",))
+    rng = np.random.default_rng(5)
+    width = 200
+
+    def batches(rows: int) -> Iterator[pa.Table]:
+        for start in range(0, rows, 100_000):
+            n = min(100_000, rows - start)
+            letters = rng.integers(ord("a"), ord("z") + 1, size=n * width, dtype=np.uint8)
+            offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+            values = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(letters))
+            yield pa.table({"id": np.arange(start, start + n) * 2, "v": values})
+
+    sizes = {"db.warm": 1_000, "db.small": 150_000, "db.big": 600_000}
+    for table, rows in sizes.items():
+        store.create_table("acme", table, schema)
+        store.load("acme", table, batches(rows))
+    store.create_snapshot("acme", "before")
+    # new random values: every row updated
+    commits = {table: store.load("acme", table, batches(rows)).ts for table, rows in sizes.items()}
+    store.close()
+
+    report = run_job(
+        {"what": "diff", "catalog": catalog, "warehouse": warehouse, "commits": commits}
+    )
+
+    mb = {k: v * 1024 / MB for k, v in report.items() if k.endswith("_kib")}
+    assert report["small_rows"] == sizes["db.small"] and report["big_rows"] == sizes["db.big"]
+    change_mb = 2 * sizes["db.big"] * width / MB  # before and after
+    for what in ("small_diff", "big_diff", "small_revert", "big_revert"):
+        assert mb[f"{what}_kib"] < 300, f"{what} grew the process by {mb[what + '_kib']:.0f} MB"
+    for what in ("diff", "revert"):
+        big, small = mb[f"big_{what}_kib"], mb[f"small_{what}_kib"]
+        assert big < small + 60, f"a {what} 4x larger grew {big:.0f} MB, not ~{small:.0f} MB"
+        assert big < change_mb, f"a {what} of {change_mb:.0f} MB of rows grew {big:.0f} MB"
 
 
 def test_rewind_allocates_through_jemalloc_where_pyarrow_has_it() -> None:

@@ -50,7 +50,7 @@ from tenants.names import qualified_table
 from tenants.objects.reader import open_object
 from tenants.objects.record import ObjectRecord, record_from_tuple
 from tenants.objectstore import ObjectStore
-from tenants.reads.key_range import KeyRange, KeySet
+from tenants.reads.key_range import KeyFilter, KeyRange, KeySet
 from tenants.reads.merge import MergeInput, merge_rounds, typed_key
 from tenants.reads.visible import ReadPlan, read_plan_in, stream_visible
 from tenants.schema import TS, TableSchema
@@ -342,52 +342,52 @@ def stream_diff(objects: ObjectStore, plan: DiffPlan) -> Iterator[pa.RecordBatch
 def _aligned(
     objects: ObjectStore, plan: DiffPlan
 ) -> Iterator[tuple[pa.Table | None, pa.Table | None]]:
-    """(rows at A, rows at B) of the same keys, chunk after chunk in key order."""
+    """(rows at A, rows at B) of the same keys, round after round in key order.
+
+    The two states are merged in key order (tenants.reads.merge), a batch of each
+    at a time, filtered to one chunk of keys after another (point reads), to the
+    key range asked for, or, with neither, whole (a scan)."""
     keyed = plan.after or plan.before
     assert keyed is not None
-    if plan.only_keys is not None:
-        every = KeySet.of(plan.only_keys, keyed.table.schema.primary_key).table
-        for start in range(0, every.num_rows, CHUNK_KEYS):
-            key_set = KeySet.of(every.slice(start, CHUNK_KEYS), keyed.table.schema.primary_key)
-            yield _read(objects, plan.before, key_set), _read(objects, plan.after, key_set)
-        return
-    if plan.changes is not None and plan.only_range is None:
-        assert plan.before is not None and plan.after is not None
-        for keys in changed_keys(objects, plan.changes, plan.after.table.schema):
-            key_set = KeySet.of(keys, plan.after.table.schema.primary_key)
-            yield _read(objects, plan.before, key_set), _read(objects, plan.after, key_set)
-        return
-    # No log: merge the two whole states (or their key range) in key order, a
-    # round at a time.
     key_schema = keyed.table.schema.key_arrow()
-    inputs = [
-        MergeInput("data", _with_ts(objects, side, key_schema, plan.only_range))
-        for side in (plan.before, plan.after)
-    ]
-    for round_ in merge_rounds(inputs, key_schema):
-        yield tuple(None if t is None else t.drop_columns([TS]) for t in round_.taken)  # type: ignore[misc]
+    for keys in _key_filters(objects, plan):
+        inputs = [
+            MergeInput("data", _with_ts(objects, side, key_schema, keys))
+            for side in (plan.before, plan.after)
+        ]
+        for round_ in merge_rounds(inputs, key_schema):
+            a, b = (None if t is None else t.drop_columns([TS]) for t in round_.taken)
+            yield a, b
 
 
-def _read(objects: ObjectStore, plan: ReadPlan | None, keys: KeySet) -> pa.Table | None:
-    if plan is None:
-        return None
-    parts = list(stream_visible(objects, plan, keys=keys))
-    if not parts:
-        return plan.table.schema.arrow().empty_table()
-    return pa.concat_tables(parts)
+def _key_filters(objects: ObjectStore, plan: DiffPlan) -> Iterator[KeyFilter | None]:
+    """What each pass of the merge reads: chunks of the keys asked for, or of the
+    keys the logged commits changed; the key range asked for; or everything."""
+    keyed = plan.after or plan.before
+    assert keyed is not None
+    pk = keyed.table.schema.primary_key
+    if plan.only_keys is not None:
+        every = KeySet.of(plan.only_keys, pk).table
+        for start in range(0, every.num_rows, CHUNK_KEYS):
+            yield KeySet.of(every.slice(start, CHUNK_KEYS), pk)
+    elif plan.changes is not None and plan.only_range is None:
+        for keys in changed_keys(objects, plan.changes, keyed.table.schema):
+            yield KeySet.of(keys, pk)
+    else:
+        yield plan.only_range
 
 
 def _with_ts(
     objects: ObjectStore,
     plan: ReadPlan | None,
     key_schema: pa.Schema,
-    key_range: KeyRange | None = None,
+    keys: KeyFilter | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """A state's rows (in ``key_range``) as a merge input: keys cast to the diff's
-    key types, a ``__ts``."""
+    """A state's rows (of ``keys``) as a merge input: keys cast to the diff's key
+    types, a ``__ts``."""
     if plan is None:
         return
-    for rows in stream_visible(objects, plan, keys=key_range):
+    for rows in stream_visible(objects, plan, keys=keys):
         for name in key_schema.names:
             index = rows.schema.get_field_index(name)
             rows = rows.set_column(index, name, rows.column(name).cast(key_schema.field(name).type))
@@ -402,8 +402,7 @@ def changed_keys(
     chunk_keys: int = CHUNK_KEYS,
 ) -> Iterator[pa.Table]:
     """The distinct keys of the logged commit objects ``changes``, in key order, in
-    chunks of at most about ``chunk_keys`` (whole merge rounds: a key is never in
-    two chunks)."""
+    chunks of at most ``chunk_keys`` (a key is never in two chunks)."""
     pk = list(schema.primary_key)
     key_schema = schema.key_arrow()
 
@@ -424,10 +423,11 @@ def changed_keys(
         keys = events.filter(last_of_each_key(events, pk)).select(pk)
         pending.append(keys)
         count += keys.num_rows
-        if count >= chunk_keys:
-            yield pa.concat_tables(pending)
-            pending, count = [], 0
-    if pending:
+        while count >= chunk_keys:
+            ready = pa.concat_tables(pending)
+            yield ready.slice(0, chunk_keys)
+            pending, count = [ready.slice(chunk_keys)], ready.num_rows - chunk_keys
+    if count:
         yield pa.concat_tables(pending)
 
 

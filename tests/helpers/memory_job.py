@@ -69,6 +69,9 @@ def main() -> None:
     if job["what"] == "engine":
         engine(job)
         return
+    if job["what"] == "diff":
+        diff(job)
+        return
     from engine.executors.task import run_task
     from engine.pipeline import RewriteTask
     from tenants.config import S3Settings
@@ -167,6 +170,31 @@ def engine(job: dict[str, object]) -> None:
     rows = run("t")
     peak = status_kib("VmHWM")
     print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": rows}))
+
+
+def diff(job: dict[str, object]) -> None:
+    """``rewind diff`` drained, then ``rewind revert`` of the commit it shows, of a
+    small and a big table, each's growth measured from the RSS before it (a tiny
+    table diffed and reverted first warms the code and arenas)."""
+    from tenants.store import TableStore  # first: it configures the allocator
+
+    store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))
+    commits = {str(k): int(v) for k, v in job["commits"].items()}  # type: ignore[attr-defined]
+    store.diff("acme", "db.warm", "before").read_all()
+    store.revert("acme", "db.warm", commits["db.warm"])
+    report: dict[str, int] = {}
+    for name in ("small", "big"):
+        table = f"db.{name}"
+        baseline = start_measuring()
+        rows = 0
+        for batch in store.diff("acme", table, "before"):
+            rows += batch.num_rows
+        report[f"{name}_diff_kib"] = status_kib("VmHWM") - baseline
+        report[f"{name}_rows"] = rows
+        baseline = start_measuring()
+        store.revert("acme", table, commits[table])
+        report[f"{name}_revert_kib"] = status_kib("VmHWM") - baseline
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":
