@@ -188,14 +188,15 @@ def _plan(
                 f"revert of {where}: at {format_ts(ts_)} (ts {ts_}) the name held another table "
                 "than today's (it was restored, re-created or did not exist since); a revert "
                 f"works within one table's life: `rewind restore-table {tenant_rec.name} "
-                f"{qualified} ...` puts a whole table back"
+                f"{qualified} --at {lo}` puts the whole table back as it was then"
             )
     start = changes_from(tx, table_now.id)
     if diff.changes is None or start > lo + 1:
         raise InvalidArgument(
             f"revert of {where}: its change log starts at {format_ts(start)} (ts {start}), after "
             f"{format_ts(lo)}; commits before the tenant's change horizon (its PITR window) "
-            f"cannot be reverted: `rewind restore-table {tenant_rec.name} {qualified} ...` can"
+            f"cannot be reverted; `rewind restore-table {tenant_rec.name} {qualified} --at {lo}` "
+            "puts the whole table back as it was then"
         )
     later = tuple(
         record_from_tuple(row[:13])
@@ -254,11 +255,28 @@ def restore_keys(
                     f"{format_ts(ts)} (ts {ts}): there are no rows of then to put back"
                 )
             where = f"{tenant_rec.name}/{table_now.qualified}"
-            only = None if keys is None else conform_keys(keys, table_now.schema, where)
+            only = None if keys is None else _key_columns(keys, table_now.schema, where)
             diff = replace(diff, only_keys=only, only_range=key_range)
             plan = _Plan(tenant_rec, table_now, diff, ())
             return _revert_once(catalog, objects, plan, True, dry_run)
     raise AssertionError("unreachable: tenacity reraises the last attempt's error")
+
+
+def _key_columns(keys: pa.Table, schema: TableSchema, where: str) -> pa.Table:
+    """The key columns of ``keys`` (other columns, a whole row's, are ignored),
+    cast to the table's key types.
+
+    Raises:
+        InvalidArgument: a key column is missing.
+    """
+    pk = list(schema.primary_key)
+    missing = [k for k in pk if k not in keys.column_names]
+    if missing:
+        raise InvalidArgument(
+            f"keys to restore of {where} need the key column(s) {', '.join(pk)}; "
+            f"{', '.join(missing)} missing (given: {', '.join(keys.column_names) or 'none'})"
+        )
+    return conform_keys(keys.select(pk), schema, where)
 
 
 def _check_commit(tx: Tx, tenant: TenantRecord, table: TableRecord, commit_ts: int) -> int:
@@ -289,7 +307,8 @@ def _check_commit(tx: Tx, tenant: TenantRecord, table: TableRecord, commit_ts: i
     kind = mine[0]["kind"]
     if kind != "write":
         raise InvalidArgument(
-            f"commit ts {ts} of {where} is a {kind}, not a write; revert undoes upserts, deletes "
+            f"commit ts {ts} of {where} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a "
+            "write; revert undoes upserts, deletes "
             f"and loads: `rewind restore-table {tenant.name} {table.qualified} --before {ts}` "
             "puts the whole table back"
         )
@@ -325,7 +344,7 @@ def _revert_once(
                 out.add("data", _before_values(kept, before_schema, schema))
         out.flush()
         conflict_keys = _concat(conflicts, schema.key_arrow())
-        if conflict_keys.num_rows and not skip_conflicts:
+        if conflict_keys.num_rows and not skip_conflicts and not dry_run:
             raise RevertConflict(
                 f"revert of {where} ({format_ts(plan.diff.from_ts)} .. "
                 f"{format_ts(plan.diff.to_ts)}): {conflict_keys.num_rows} changed key(s) were "

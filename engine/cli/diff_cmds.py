@@ -218,13 +218,13 @@ def revert_cmd(
     as_json = json_output or state.json
     tenant_arg(tenant)
     table_arg(table)
+    if to is not None and from_ is None:
+        raise InvalidArgument("--to ends a range: give --from TIME with it (or --commit TS alone)")
     if (commit is None) == (from_ is None):
         raise InvalidArgument(
             "say what to undo: --commit TS (from `rewind history TENANT --commits`), or "
             "--from TIME [--to TIME] for every commit in between"
         )
-    if to is not None and from_ is None:
-        raise InvalidArgument("--to ends a range: give --from TIME with it (or --commit TS alone)")
     commit_ts = None if commit is None else _commit_arg(commit)
     store = state.store()
 
@@ -523,10 +523,14 @@ def _revert_text(result: RevertResult) -> str:
             str(next(iter(k.values())) if len(k) == 1 else k) for k in result.conflict_keys[:10]
         )
         more = len(result.conflict_keys) - 10
+        many = len(result.conflict_keys)
+        left = "would be left as" if result.dry_run else "left as"
         lines.append(
-            f"{render.plural(len(result.conflict_keys), 'row')} written again later, left as "
-            f"they are: {keys}{f' and {more} more' if more > 0 else ''}"
+            f"{render.plural(many, 'row')} written again later, {left} "
+            f"{'it is' if many == 1 else 'they are'}: {keys}{f' and {more} more' if more > 0 else ''}"
         )
+        if result.dry_run:
+            lines.append("without --skip-conflicts the revert refuses them")
     if result.dry_run:
         lines.append(
             f"would put back {render.plural(result.upserted, 'row')} and delete "

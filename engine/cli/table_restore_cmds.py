@@ -315,7 +315,9 @@ def _restore_keys(
                 f"invalid --where {where!r}: give LOW..HIGH (either end may be left out: "
                 "100..200, ..99, 100..)"
             )
-        key_range = KeyRange.parse(low.strip() or None, high.strip() or None, schema.key_arrow())
+        key_range = KeyRange.parse(
+            low.strip() or None, high.strip() or None, schema.key_arrow(), "--where"
+        )
         if key_range is None:
             raise InvalidArgument(
                 f"invalid --where {where!r}: give at least one end of the range; to restore "

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from engine.export.target import open_target
 from tenants.config import S3Settings, Warehouse
-from tenants.errors import InvalidArgument
+from tenants.errors import AlreadyExists, InvalidArgument, ObjectMissing
 from tenants.objects.writer import HashingSink
 
 
@@ -36,7 +36,7 @@ def split_file_uri(uri: str) -> tuple[str, str]:
         InvalidArgument: the URI names no file (ends in ``/`` or has no folder).
     """
     root, slash, name = uri.rstrip().rpartition("/")
-    if not slash or not name or root.endswith(":/") or root.endswith(":"):
+    if "://" not in uri or not slash or not name or root.endswith(":/") or root.endswith(":"):
         raise InvalidArgument(
             f"invalid --to-parquet {uri!r}: give a file URI, e.g. "
             "file:///srv/diffs/changes.parquet or s3://bucket/diffs/changes.parquet"
@@ -51,10 +51,20 @@ def write_changes(
 
     Raises:
         InvalidArgument: a malformed URI, or one inside the warehouse.
+        AlreadyExists: a file is at the URI already.
         StorageError: the destination cannot be written.
     """
     root, name = split_file_uri(uri)
-    dest = open_target(root, s3, warehouse, "diff file")
+    dest = open_target(root, s3, warehouse, "--to-parquet destination")
+    try:
+        dest.head(name)
+    except ObjectMissing:
+        pass
+    else:
+        raise AlreadyExists(
+            f"--to-parquet {uri}: the file exists; remove it or name another (a diff never "
+            "overwrites a file)"
+        )
     output = dest.open_output(name)
     sink = HashingSink(output)
     rows = 0

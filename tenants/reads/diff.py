@@ -56,6 +56,7 @@ from tenants.reads.visible import ReadPlan, read_plan_in, stream_visible
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
 from tenants.timeline.lineage import require_data, resolve_time
+from tenants.timeline.protection import wall_now
 from tenants.times import AsOf, format_ts
 
 CHANGE = "__change"
@@ -175,8 +176,8 @@ def _times(
     """The tenant, and (holder, ts) at A and at B (default now), A <= B."""
     tenant_rec = require_data(find_tenant(tx, tenant))
     holder_a, ts_a, _ = resolve_time(tx, tenant_rec, from_as_of)
-    if to_as_of is None:
-        holder_b, ts_b = tenant_rec, tx.last_ts()
+    if to_as_of is None:  # the present, as "now" names it (resolve_time)
+        holder_b, ts_b = tenant_rec, wall_now(tx)
     else:
         holder_b, ts_b, _ = resolve_time(tx, tenant_rec, to_as_of)
     if ts_a > ts_b:

@@ -55,11 +55,18 @@ class KeyRange:
     high: tuple[Any, ...] | None = None
 
     @classmethod
-    def parse(cls, low: str | None, high: str | None, key_schema: pa.Schema) -> KeyRange | None:
-        """From the command line: a value (one key column) or a JSON list (several)."""
+    def parse(
+        cls,
+        low: str | None,
+        high: str | None,
+        key_schema: pa.Schema,
+        option: str = "--from/--to",
+    ) -> KeyRange | None:
+        """From the command line: a value (one key column) or a JSON list (several);
+        ``option`` names where the bounds came from in errors."""
         if low is None and high is None:
             return None
-        return cls(_parse_key(low, key_schema), _parse_key(high, key_schema))
+        return cls(_parse_key(low, key_schema, option), _parse_key(high, key_schema, option))
 
     def may_hold(self, record: ObjectRecord, key_schema: pa.Schema) -> bool:
         """False only if the object's recorded keys all lie outside the range.
@@ -271,7 +278,9 @@ def exact_bound(value: Any, field: pa.Field, bound: Any, where: str) -> Any:
     return typed
 
 
-def _parse_key(text: str | None, key_schema: pa.Schema) -> tuple[Any, ...] | None:
+def _parse_key(
+    text: str | None, key_schema: pa.Schema, option: str = "--from/--to"
+) -> tuple[Any, ...] | None:
     if text is None:
         return None
     try:
@@ -293,8 +302,8 @@ def _parse_key(text: str | None, key_schema: pa.Schema) -> tuple[Any, ...] | Non
                 raw = pa.array([raw]).cast(field.type)[0].as_py()
             except _ARROW_ERRORS as e:
                 raise InvalidArgument(
-                    f"key bound {text!r} of --from/--to: {raw!r} is not a {field.type} for key "
+                    f"key bound {text!r} of {option}: {raw!r} is not a {field.type} for key "
                     f"column {field.name!r} ({field.type}); give a value of that type"
                 ) from e
-        parsed.append(exact_bound(raw, field, text, "--from/--to"))
+        parsed.append(exact_bound(raw, field, text, option))
     return tuple(parsed)
