@@ -12,9 +12,11 @@ tenant's change horizon. When the table at A and at B is the same table (no
 restore or re-creation between) and its log is complete from A on, the keys
 that can differ are exactly the keys of the logged objects in (A, B]: they are
 merged in key order (tenants.reads.merge), cut into chunks of at most
-:data:`CHUNK_KEYS`, and each chunk is read at A and at B as point reads
+:data:`CHUNK_KEYS`, and each chunk is read at A as point reads
 (tenants.reads.key_range.KeySet): objects and row groups holding none of the
-chunk's keys are never opened. Cost follows the change, not the table.
+chunk's keys are never opened. The state at B of those keys is the newest of
+their logged events, so B is read from the log alone. Cost follows the
+change, not the table.
 
 **Otherwise a scan.** A table restored or re-created between A and B, or one
 whose log was forgotten before A (past the horizon, or older than the log),
@@ -88,6 +90,12 @@ class DiffPlan:
     # (a table of the key columns), point-read; or this range, scanned.
     only_keys: pa.Table | None = None
     only_range: KeyRange | None = None
+
+    @property
+    def logged(self) -> bool:
+        """Whether the keys that can differ come from the change log (not a key
+        list or range asked for, not a scan)."""
+        return self.changes is not None and self.only_keys is None and self.only_range is None
 
     @property
     def scans(self) -> bool:
@@ -351,10 +359,17 @@ def _aligned(
     keyed = plan.after or plan.before
     assert keyed is not None
     key_schema = keyed.table.schema.key_arrow()
+    after = plan.after
+    if after is not None and plan.logged:
+        # Every event of a changed key in (A, B] is in the logged commit objects,
+        # so the newest of them is the key's state at B: B is read from the log
+        # alone, never the table (and need not be a time compaction kept whole:
+        # a revert's B is its commit's own ts).
+        after = ReadPlan(after.tenant, after.table, after.as_of, plan.changes or ())
     for keys in _key_filters(objects, plan):
         inputs = [
             MergeInput("data", _with_ts(objects, side, key_schema, keys))
-            for side in (plan.before, plan.after)
+            for side in (plan.before, after)
         ]
         for round_ in merge_rounds(inputs, key_schema):
             a, b = (None if t is None else t.drop_columns([TS]) for t in round_.taken)
@@ -371,7 +386,8 @@ def _key_filters(objects: ObjectStore, plan: DiffPlan) -> Iterator[KeyFilter | N
         every = KeySet.of(plan.only_keys, pk).table
         for start in range(0, every.num_rows, CHUNK_KEYS):
             yield KeySet.of(every.slice(start, CHUNK_KEYS), pk)
-    elif plan.changes is not None and plan.only_range is None:
+    elif plan.logged:
+        assert plan.changes is not None
         for keys in changed_keys(objects, plan.changes, keyed.table.schema):
             yield KeySet.of(keys, pk)
     else:
