@@ -37,10 +37,10 @@ default. Properties:
    another table or of the table a restore replaced, A after B, an
    unprotected A) raise one error and write nothing.
 
-Two known bugs are xfailed below and worked around in the model (KNOWN BUG):
-a diff to "now" from a protected time after the last commit is refused, and a
-revert of a commit whose own ts is unprotected misses conflicts after a full
-compaction. Counts of what was exercised are printed at the end (``-s``).
+Two bugs it found have regression tests below: a diff to "now" from a protected
+time after the last commit was refused, and a revert of a commit whose own ts
+is unprotected missed conflicts after a full compaction. Counts of what was
+exercised are printed at the end (``-s``).
 """
 
 from __future__ import annotations
@@ -522,10 +522,6 @@ class Model:
             b = None if op.b is None else times[-1 - op.b % len(times)]
             if b is not None and b < a:
                 a, b = b, a
-            if b is None and a > self.store.now():
-                # KNOWN BUG (test_a_diff_to_now_from_after_the_last_commit_is_empty): B defaults to
-                # the last commit, not to the present A was resolved against.
-                b = a
             self.check_diff(a, b)
         elif isinstance(op, Revert):
             self.revert(op)
@@ -705,7 +701,9 @@ class Model:
         a_ref: int | str = names.get(a, a)
         b_ref: int | str | None = None if b is None else names.get(b, b)
         plan = plan_diff(self.store.catalog, SRC, TABLE, a_ref, b_ref)
-        assert (plan.from_ts, plan.to_ts) == (a, to)
+        assert plan.from_ts == a
+        # B by default is the present ("now"), never before the last commit
+        assert plan.to_ts == to if b is not None else plan.to_ts >= to
         got = self.store.diff(SRC, TABLE, a_ref, b_ref).read_all().to_pylist()
         assert got == rows, f"diff {a} .. {to} ({'scan' if plan.scans else 'log'})"
         if must_scan:
@@ -753,15 +751,6 @@ class Model:
         model = self.oracle.tables[segment.key]
         later = {e.key for e in model.events if e.ts > c}
         conflicts = changed & later
-        # KNOWN BUG (test_a_revert_sees_what_its_commit_did_after_a_full_compaction): the
-        # revert reads the table at c, which need not be protected; a full compaction
-        # may have dropped c's versions of keys written again later, so it misses some
-        # of its conflicts (never a key it puts back: those are still current). Such a
-        # revert is only run with skip_conflicts, and its conflicts and change counts
-        # may be short; what it writes is checked exactly.
-        lossy = not self.protected(c)
-        if lossy:
-            op = Revert(op.pick, True, op.dry_run, op.undo)
         if conflicts and not op.skip:
             refusal = self.nothing_written(lambda: self.store.revert(SRC, TABLE, c), RevertConflict)
             assert isinstance(refusal, RevertConflict)
@@ -787,13 +776,9 @@ class Model:
             for k in changed
         )
         expected_changes = {k: kinds[k] for k in ("insert", "update", "delete")}
-        if lossy and reported != conflicts:
-            assert reported < conflicts
-            assert all(result.changes[k] <= expected_changes[k] for k in expected_changes)
-            COUNTS["revert of an unprotected commit: conflicts missed (known bug)"] += 1
-        else:
-            assert reported == conflicts
-            assert result.changes == expected_changes
+        assert reported == conflicts
+        assert result.changes == expected_changes
+        COUNTS["revert of a commit whose own ts is unprotected"] += not self.protected(c)
         assert result.upserted == len(put_back & set(before))
         assert result.deleted == len(put_back - set(before))
         COUNTS["revert: conflicts"] += bool(conflicts)
@@ -942,13 +927,6 @@ def test_diff_and_revert_match_the_oracle(
         store.close()
 
 
-@pytest.mark.xfail(
-    raises=InvalidArgument,
-    strict=True,
-    reason="diff bug: B defaults to the last commit (tx.last_ts()), but A is resolved "
-    "against the present (wall_now), so a protected A after the last commit "
-    "(`--from -1m` on a tenant idle for an hour) is refused as 'after --to now'",
-)
 def test_a_diff_to_now_from_after_the_last_commit_is_empty(
     store: TableStore, clock: ManualClock
 ) -> None:
@@ -963,13 +941,6 @@ def test_a_diff_to_now_from_after_the_last_commit_is_empty(
     assert store.diff("a", "db.t", "-1s").read_all().num_rows == 0  # raises InvalidArgument
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason="revert bug: the change set is the diff (c - 1, c], read at c, which need not "
-    "be protected; a full compaction dropped c's version of a key written again later, "
-    "so the revert sees nothing to undo instead of a conflict",
-)
 def test_a_revert_sees_what_its_commit_did_after_a_full_compaction(
     store: TableStore, clock: ManualClock
 ) -> None:
