@@ -54,7 +54,7 @@ from tenants.objects.record import ObjectRecord, record_from_tuple
 from tenants.objectstore import ObjectStore
 from tenants.reads.key_range import KeyFilter, KeyRange, KeySet
 from tenants.reads.merge import MergeInput, merge_rounds, typed_key
-from tenants.reads.visible import ReadPlan, read_plan_in, stream_visible
+from tenants.reads.visible import ReadPlan, read_keys, read_plan_in, stream_visible
 from tenants.schema import TS, TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
 from tenants.timeline.lineage import require_data, resolve_time
@@ -353,9 +353,10 @@ def _aligned(
 ) -> Iterator[tuple[pa.Table | None, pa.Table | None]]:
     """(rows at A, rows at B) of the same keys, round after round in key order.
 
-    The two states are merged in key order (tenants.reads.merge), a batch of each
-    at a time, filtered to one chunk of keys after another (point reads), to the
-    key range asked for, or, with neither, whole (a scan)."""
+    A chunk of keys is point-read at each side (tenants.reads.visible.read_keys:
+    the objects that may hold them, in parallel); a key range, or with neither
+    the whole table (a scan), is merged in key order (tenants.reads.merge), a
+    batch of each side at a time."""
     keyed = plan.after or plan.before
     assert keyed is not None
     key_schema = keyed.table.schema.key_arrow()
@@ -367,6 +368,12 @@ def _aligned(
         # a revert's B is its commit's own ts).
         after = ReadPlan(after.tenant, after.table, after.as_of, plan.changes or ())
     for keys in _key_filters(objects, plan):
+        if isinstance(keys, KeySet):  # point reads: every object needed is known
+            yield (
+                None if plan.before is None else read_keys(objects, plan.before, keys),
+                None if after is None else read_keys(objects, after, keys),
+            )
+            continue
         inputs = [
             MergeInput("data", _with_ts(objects, side, key_schema, keys))
             for side in (plan.before, after)
