@@ -47,10 +47,10 @@ if TYPE_CHECKING:
     from tenants.reads.arrow import Keys
     from tenants.reads.key_range import KeyRange
     from tenants.reads.visible import ReadPlan
-    from tenants.revert import RevertResult
     from tenants.schema import Column, TableSchema
     from tenants.timeline.pitr import PitrWindow
     from tenants.timeline.protection import Protection
+    from tenants.timeline.revert import RevertResult
     from tenants.timeline.schedules import Schedule, TickResult
     from tenants.timeline.snapshots import SnapshotKind, SnapshotRecord
     from tenants.writes import WriteResult
@@ -393,8 +393,8 @@ class TableStore:
         """Undo write commit ``commit_ts`` of ``table`` (or every commit in
         (``from_as_of``, ``to_as_of``]) in one new commit, keeping every later
         write; keys written again later are conflicts (refused, or left with
-        ``skip_conflicts``). See tenants.revert."""
-        from tenants.revert import revert
+        ``skip_conflicts``). See tenants.timeline.revert."""
+        from tenants.timeline.revert import revert
 
         return revert(
             self.catalog,
@@ -420,8 +420,8 @@ class TableStore:
     ) -> RevertResult:
         """Put some rows of ``table`` back as they were at ``as_of`` in one commit:
         the keys of ``keys`` (a table of the key columns) or those in ``key_range``;
-        every other row is untouched (tenants.revert.restore_keys)."""
-        from tenants.revert import restore_keys
+        every other row is untouched (tenants.timeline.revert.restore_keys)."""
+        from tenants.timeline.revert import restore_keys
 
         return restore_keys(
             self.catalog,

@@ -3,7 +3,7 @@
 ``diff`` shows what changed in a table (or, counted, in every table of a
 tenant) between two protected times; ``revert`` writes one commit that undoes
 one commit (or a range of them) and keeps every later write. Both read only
-what changed (tenants.reads.diff, tenants.revert; docs/diff.md).
+what changed (tenants.reads.diff, tenants.timeline.revert; docs/diff.md).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from tenants.reads.diff import DiffPlan, TenantChanges
-    from tenants.revert import RevertResult
+    from tenants.timeline.revert import RevertResult
 
 DIFF_VIEW_LIMIT = 20
 

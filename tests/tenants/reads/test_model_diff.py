@@ -1,4 +1,4 @@
-"""Model-based test of diff and revert (tenants.reads.diff, tenants.revert).
+"""Model-based test of diff and revert (tenants.reads.diff, tenants.timeline.revert).
 
 Hypothesis generates histories of one table ``db.t`` of tenant ``src`` (a PITR
 window of a day, so every time is protected while it is on), keyed by an int,
