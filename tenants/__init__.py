@@ -36,6 +36,7 @@ _EXPORTS = {
     "to_duckdb": "tenants.reads.interop",
     "to_polars": "tenants.reads.interop",
     "duckdb_sql": "tenants.reads.interop",
+    "diff_table": "tenants.reads.diff",
     "RewindError": "tenants.errors",
     "TransientError": "tenants.errors",
     "InvalidArgument": "tenants.errors",
@@ -126,6 +127,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr_
     from tenants.errors import TransientError as TransientError
     from tenants.errors import UnprotectedTime as UnprotectedTime
     from tenants.errors import WarehouseOwned as WarehouseOwned
+    from tenants.reads.diff import diff_table as diff_table
     from tenants.reads.interop import duckdb_sql as duckdb_sql
     from tenants.reads.interop import to_duckdb as to_duckdb
     from tenants.reads.interop import to_polars as to_polars

@@ -375,9 +375,9 @@ class TableStore:
         times (``to_as_of`` defaults to now), streamed in key order: ``__change``
         (insert, update, delete), the key columns, and ``before`` / ``after``
         structs of the other columns (tenants.reads.diff; docs/diff.md)."""
-        from tenants.reads.diff import diff_table
+        from tenants.reads.diff import diff_reader
 
-        return diff_table(self.catalog, self.objects, tenant, table, from_as_of, to_as_of)
+        return diff_reader(self.catalog, self.objects, tenant, table, from_as_of, to_as_of)
 
     def revert(
         self,

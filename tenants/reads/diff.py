@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -60,6 +61,9 @@ from tenants.tenancy import TableRecord, TenantRecord, find_tenant, tables_at
 from tenants.timeline.lineage import require_data, resolve_time
 from tenants.timeline.protection import wall_now
 from tenants.times import AsOf, format_ts
+
+if TYPE_CHECKING:
+    from tenants.store import TableStore
 
 CHANGE = "__change"
 BEFORE = "before"
@@ -326,7 +330,7 @@ def output_schema(a: TableSchema | None, b: TableSchema | None) -> pa.Schema:
     return pa.schema(columns, metadata={k: json.dumps(v) for k, v in metadata.items()})
 
 
-def diff_table(
+def diff_reader(
     catalog: Catalog,
     objects: ObjectStore,
     tenant: str,
@@ -338,6 +342,19 @@ def diff_table(
     (see the module doc; :func:`plan_diff` for the errors)."""
     plan = plan_diff(catalog, tenant, table, from_as_of, to_as_of)
     return pa.RecordBatchReader.from_batches(plan.schema, stream_diff(objects, plan))
+
+
+def diff_table(
+    store: TableStore,
+    tenant: str,
+    table: str,
+    from_as_of: AsOf,
+    to_as_of: AsOf | None = None,
+) -> pa.RecordBatchReader:
+    """``TableStore.diff`` as a function, like ``to_duckdb``: the rows of ``table``
+    (``"db.table"``) inserted, updated and deleted between two protected times
+    (B defaults to now), an Arrow ``RecordBatchReader`` in key order."""
+    return diff_reader(store.catalog, store.objects, tenant, table, from_as_of, to_as_of)
 
 
 def stream_diff(objects: ObjectStore, plan: DiffPlan) -> Iterator[pa.RecordBatch]:
