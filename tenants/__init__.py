@@ -36,7 +36,7 @@ _EXPORTS = {
     "to_duckdb": "tenants.reads.interop",
     "to_polars": "tenants.reads.interop",
     "duckdb_sql": "tenants.reads.interop",
-    "diff_table": "tenants.reads.diff",
+    "diff_table": "tenants.changes.diff",
     "RewindError": "tenants.errors",
     "TransientError": "tenants.errors",
     "InvalidArgument": "tenants.errors",
@@ -97,6 +97,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr__
+    from tenants.changes.diff import diff_table as diff_table
     from tenants.config import S3Settings as S3Settings
     from tenants.errors import AlreadyExists as AlreadyExists
     from tenants.errors import CatalogBusy as CatalogBusy
@@ -127,7 +128,6 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr_
     from tenants.errors import TransientError as TransientError
     from tenants.errors import UnprotectedTime as UnprotectedTime
     from tenants.errors import WarehouseOwned as WarehouseOwned
-    from tenants.reads.diff import diff_table as diff_table
     from tenants.reads.interop import duckdb_sql as duckdb_sql
     from tenants.reads.interop import to_duckdb as to_duckdb
     from tenants.reads.interop import to_polars as to_polars

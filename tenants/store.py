@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from tenants.changes.revert import RevertResult
     from tenants.compaction import CompactionResult
     from tenants.objects.record import ObjectRecord
     from tenants.reads.arrow import Keys
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from tenants.schema import Column, TableSchema
     from tenants.timeline.pitr import PitrWindow
     from tenants.timeline.protection import Protection
-    from tenants.timeline.revert import RevertResult
     from tenants.timeline.schedules import Schedule, TickResult
     from tenants.timeline.snapshots import SnapshotKind, SnapshotRecord
     from tenants.writes import WriteResult
@@ -374,8 +374,8 @@ class TableStore:
         """The rows of ``table`` (``"db.table"``) that changed between two protected
         times (``to_as_of`` defaults to now), streamed in key order: ``__change``
         (insert, update, delete), the key columns, and ``before`` / ``after``
-        structs of the other columns (tenants.reads.diff; docs/diff.md)."""
-        from tenants.reads.diff import diff_reader
+        structs of the other columns (tenants.changes.diff; docs/diff.md)."""
+        from tenants.changes.diff import diff_reader
 
         return diff_reader(self.catalog, self.objects, tenant, table, from_as_of, to_as_of)
 
@@ -393,8 +393,8 @@ class TableStore:
         """Undo write commit ``commit_ts`` of ``table`` (or every commit in
         (``from_as_of``, ``to_as_of``]) in one new commit, keeping every later
         write; keys written again later are conflicts (refused, or left with
-        ``skip_conflicts``). See tenants.timeline.revert."""
-        from tenants.timeline.revert import revert
+        ``skip_conflicts``). See tenants.changes.revert."""
+        from tenants.changes.revert import revert
 
         return revert(
             self.catalog,
@@ -420,8 +420,8 @@ class TableStore:
     ) -> RevertResult:
         """Put some rows of ``table`` back as they were at ``as_of`` in one commit:
         the keys of ``keys`` (a table of the key columns) or those in ``key_range``;
-        every other row is untouched (tenants.timeline.revert.restore_keys)."""
-        from tenants.timeline.revert import restore_keys
+        every other row is untouched (tenants.changes.revert.restore_keys)."""
+        from tenants.changes.revert import restore_keys
 
         return restore_keys(
             self.catalog,

@@ -3,7 +3,7 @@
 ``diff`` shows what changed in a table (or, counted, in every table of a
 tenant) between two protected times; ``revert`` writes one commit that undoes
 one commit (or a range of them) and keeps every later write. Both read only
-what changed (tenants.reads.diff, tenants.timeline.revert; docs/diff.md).
+what changed (tenants.changes.diff, tenants.changes.revert; docs/diff.md).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from tenants.times import typed_ts
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from tenants.reads.diff import DiffPlan, TenantChanges
-    from tenants.timeline.revert import RevertResult
+    from tenants.changes.diff import DiffPlan, TenantChanges
+    from tenants.changes.revert import RevertResult
 
 DIFF_VIEW_LIMIT = 20
 
@@ -113,7 +113,7 @@ def diff_cmd(
     store = state.store()
     start = _from_point(store, tenant, from_, before)
     if table is None:
-        from tenants.reads.diff import diff_tenant
+        from tenants.changes.diff import diff_tenant
 
         summary = diff_tenant(store.catalog, store.objects, tenant, start, to)
         if as_json:
@@ -121,7 +121,7 @@ def diff_cmd(
         else:
             render.show(_summary_table(summary))
         return
-    from tenants.reads.diff import plan_diff, stream_diff
+    from tenants.changes.diff import plan_diff, stream_diff
 
     plan = plan_diff(store.catalog, tenant, table, start, to)
     if to_parquet is not None:
@@ -306,7 +306,7 @@ class _Counter:
         self.counts = {"insert": 0, "update": 0, "delete": 0}
 
     def through(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from tenants.reads.diff import count_changes
+        from tenants.changes.diff import count_changes
 
         for batch in batches:
             for kind, n in count_changes(iter([batch])).items():
@@ -392,7 +392,7 @@ def _diff_view(
 
 
 def _rows_table(plan: DiffPlan, shown: list[pa.RecordBatch], kept: int, total: int) -> Any:
-    from tenants.reads.diff import AFTER, BEFORE, CHANGE
+    from tenants.changes.diff import AFTER, BEFORE, CHANGE
 
     caption = f"first {kept} of {total}" if kept < total else render.plural(total, "row")
     table = titled(f"{plan.where}: changes", caption)

@@ -2,7 +2,7 @@
 keep every later write; and its sibling, putting some keys back as they were.
 
 The change set is the diff of the table across the commit, (ts - 1, ts], or
-across the range (A, B] (tenants.reads.diff): rows it inserted, updated and
+across the range (A, B] (tenants.changes.diff): rows it inserted, updated and
 deleted, with their values before. A revert writes **one ordinary commit**
 that puts each changed key back: a key present before gets its before-values
 (conformed to today's schema: a column added since gets its default, a
@@ -43,6 +43,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.changes import change_object_tuples, changes_from
 from tenants.catalog.commits import commits_at
+from tenants.changes.diff import BEFORE, CHANGE, KINDS, DiffPlan, diff_plan_in, stream_diff
 from tenants.errors import ConcurrentModification, InvalidArgument, NotFound, RevertConflict
 from tenants.loads import CHUNK_BYTES
 from tenants.names import qualified_table
@@ -50,7 +51,6 @@ from tenants.objects.io import write_commit_object
 from tenants.objects.reader import open_object
 from tenants.objects.record import ObjectKind, ObjectRecord, record_from_tuple
 from tenants.objectstore import ObjectStore
-from tenants.reads.diff import BEFORE, CHANGE, KINDS, DiffPlan, diff_plan_in, stream_diff
 from tenants.reads.key_range import KeyRange, KeySet
 from tenants.schema import TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, active_tenant, find_table

@@ -1,4 +1,4 @@
-"""Model-based test of diff and revert (tenants.reads.diff, tenants.timeline.revert).
+"""Model-based test of diff and revert (tenants.changes.diff, tenants.changes.revert).
 
 Hypothesis generates histories of one table ``db.t`` of tenant ``src`` (a PITR
 window of a day, so every time is protected while it is on), keyed by an int,
@@ -62,11 +62,11 @@ from hypothesis import strategies as st
 from engine.gc.run import run_gc
 from engine.restore.tables import restore_table
 from tenants.catalog.base import wall_clock_us
+from tenants.changes import diff as diff_module
+from tenants.changes.diff import CHUNK_KEYS, plan_diff
 from tenants.compaction import DEFAULT_TARGET_BYTES
 from tenants.errors import InvalidArgument, NotFound, RevertConflict, UnprotectedTime
 from tenants.objectstore.embedded import EmbeddedS3
-from tenants.reads import diff as diff_module
-from tenants.reads.diff import CHUNK_KEYS, plan_diff
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
 from tests.conftest import ManualClock

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine import restore_tenant
-from tenants.reads.diff import plan_diff, stream_diff
+from tenants.changes.diff import plan_diff, stream_diff
 from tenants.store import TableStore
 from tests.helpers.item_rows import SCHEMA, keys, rows
 
