@@ -100,7 +100,8 @@ def unreached_keys(store: TableStore) -> set[str]:
 
     Reached: a member of any table of any tenant, by its own live row or an
     unreleased base (``gc_helpers.live_member_keys``, GC's own leak check), an
-    object an unfinished restore job pins, or an output its plan names. Once
+    object an unfinished restore job pins, an output its plan names, or a commit
+    object the change log keeps. Once
     protections end and GC ran with no grace, a key left over is a leak. Keys
     under another catalog's tenant ids (an adopted warehouse) are not judged.
     """
@@ -128,7 +129,15 @@ def unreached_keys(store: TableStore) -> set[str]:
         )
         for task in RestorePlan.from_json(str(r["plan_json"])).tasks
     }
-    return listed - live_member_keys(store, active_only=False) - pinned - planned
+    # The change log keeps a commit's own objects for diffs after compaction merged
+    # them, until the tenant's change horizon passes (tenants.catalog.changes).
+    logged = {
+        str(r["object_key"])
+        for r in catalog_rows(
+            store, "SELECT o.object_key FROM change_objects c JOIN objects o ON o.id = c.object_id"
+        )
+    }
+    return listed - live_member_keys(store, active_only=False) - pinned - planned - logged
 
 
 def planned_with_members(
