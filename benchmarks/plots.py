@@ -13,7 +13,10 @@ path. A benchmark calls :func:`draw_beside` after writing its JSON, so
   compaction's memory budgets when the payload records them;
 - ``usable`` (bench_instant_restore, part 1): seconds from the restore call to
   the first rows in another process against the straddling bytes, instant,
-  physical and logical, per warehouse, the extrapolated sizes hollow.
+  physical and logical, per warehouse, the extrapolated sizes hollow;
+- ``curves`` (bench_diff): diff and revert seconds of one commit against the
+  table's rows (left) and against the change's rows (right), both key layouts,
+  with the bare full read the diff avoids and the run with smaller row groups.
 
 ``python -m benchmarks.plots`` redraws the figures the README shows from the
 committed JSON files (:data:`FIGURES`), without running a benchmark;
@@ -225,6 +228,101 @@ def plot_usable(payload: Payload, path: Path) -> Path:
     return _save(fig, path)
 
 
+DIFF_COLORS = {"clustered": "tab:blue", "random": "tab:red"}
+
+
+def _diff_series(
+    run: Payload, layout: str, what: str, by: str, change: int | None = None
+) -> list[tuple[float, float]]:
+    """(x, seconds) of one run's cases of ``layout``: x is the change's rows
+    (``by="change"``) or the run's rows (one point, at change size ``change``)."""
+    return sorted(
+        (float(c["change_rows"] if by == "change" else run["rows"]), float(c[what]))
+        for c in run["cases"]
+        if c["layout"] == layout and (change is None or c["change_rows"] == change)
+    )
+
+
+def plot_diff(payload: Payload, path: Path) -> Path:
+    """bench_diff: seconds of a diff and a revert of one commit, log-log; left
+    against the table's rows (at one change size), right against the change's
+    rows (at the largest table).
+
+    The claim is a flat line on the left (cost follows the change, not the
+    table) and a slope of one on the right, both far below the bare full read.
+    ``file://`` solid, moto hollow; diff solid, revert dashed; the run with
+    smaller row groups (random layout) dash-dotted.
+    """
+    import matplotlib  # noqa: F401
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    fig = Figure(figsize=FIGSIZE, layout="constrained")
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    change = payload["curve_change"]
+    runs = payload["runs"]
+    small = payload.get("small_groups")
+    for backend in ("file", "moto"):
+        mine = sorted((r for r in runs if r["backend"] == backend), key=lambda r: r["rows"])
+        if not mine:
+            continue
+        face = None if backend == "file" else "none"
+        for layout, color in DIFF_COLORS.items():
+            for what, style in (("diff_s", "-"), ("revert_s", "--")):
+                points = [p for r in mine for p in _diff_series(r, layout, what, "rows", change)]
+                label = f"{what[:-2]} {layout}" if backend == "file" else None
+                if points:
+                    left.plot(*zip(*points, strict=True), marker="o" if what == "diff_s" else "s",
+                              linestyle=style, color=color, markerfacecolor=face, markersize=4,
+                              label=label)  # fmt: skip
+                if backend == "file":
+                    curve = _diff_series(mine[-1], layout, what, "change")
+                    if curve:
+                        right.plot(*zip(*curve, strict=True), marker="o" if what == "diff_s" else "s",
+                                   linestyle=style, color=color, markersize=4)  # fmt: skip
+        bare = [(float(r["rows"]), float(r["bare"]["seconds"])) for r in mine]
+        left.plot(*zip(*bare, strict=True), marker="^", linestyle=":", color="0.35",
+                  markerfacecolor=face, markersize=4,
+                  label="bare full read" if backend == "file" else None)  # fmt: skip
+        if backend == "file":
+            right.axhline(bare[-1][1], color="0.35", linestyle=":", linewidth=1)
+    if small:
+        rows = (
+            f"{small['row_group_rows'] // 1024} Ki"
+            if small["row_group_rows"] >= 1024
+            else str(small["row_group_rows"])
+        )
+        curve = _diff_series(small, "random", "diff_s", "change")
+        if curve:
+            right.plot(*zip(*curve, strict=True), marker="D", linestyle="-.", color="tab:purple",
+                       markersize=4)  # fmt: skip
+        point = _diff_series(small, "random", "diff_s", "rows", change)
+        if point:
+            left.plot(*zip(*point, strict=True), marker="D", linestyle="none", color="tab:purple",
+                      markersize=5, label=f"diff random, {rows}-row groups")  # fmt: skip
+    goal = payload.get("goals_asked", {}).get("diff_s")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plain)
+        ax.grid(True, which="both", alpha=0.3)
+        if goal:
+            ax.axhline(goal, color="tab:green", linewidth=0.8, linestyle="-.")
+    largest = max((r["rows"] for r in runs if r["backend"] == "file"), default=0)
+    left.set_xlabel(f"table rows (change of {change:,} rows)", fontsize=8)
+    right.set_xlabel(f"change rows (table of {largest:,} rows, file://)", fontsize=8)
+    left.set_ylabel("seconds (median; moto hollow)", fontsize=8)
+    for ax in (left, right):
+        ax.tick_params(labelsize=7)
+    fig.legend(fontsize=6.5, loc="outside upper center", ncol=4)
+    _stamp(fig, payload, f"\ngreen: the diff's goal ({goal:g} s at 10^8 rows); dotted: a bare "
+           "pyarrow read of every object")  # fmt: skip
+    return _save(fig, path)
+
+
 # What each bench_memory case runs as Rewind, and the bare job it is held against.
 MEMORY_REWIND = {
     "rewrite": {"rewind": "Rewind"},
@@ -374,6 +472,13 @@ def _has_usable(payload: Payload) -> bool:
     return isinstance(cases, list) and any("instant" in c for c in cases)
 
 
+def _has_diff(payload: Payload) -> bool:
+    runs = payload.get("runs")
+    return (
+        isinstance(runs, list) and "curve_change" in payload and any(r.get("cases") for r in runs)
+    )
+
+
 def _has_memory(payload: Payload) -> bool:
     cases = payload.get("cases")
     return isinstance(cases, dict) and any(
@@ -386,6 +491,7 @@ PLOTS: tuple[tuple[str, Draw, Callable[[Payload], bool]], ...] = (
     ("executors", plot_executors, _has_executors),
     ("rss", plot_memory, _has_memory),
     ("usable", plot_usable, _has_usable),
+    ("curves", plot_diff, _has_diff),
 )
 
 

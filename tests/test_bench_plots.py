@@ -86,6 +86,35 @@ def usable_result() -> dict[str, Any]:
     )
 
 
+def diff_result() -> dict[str, Any]:
+    """bench_diff: two sizes on file://, one on moto, the change curve at the larger."""
+
+    def case(layout: str, change: int, rows: int) -> dict[str, Any]:
+        diff = change / 2_000 * (1 if layout == "clustered" else 10) + rows / 1e9
+        return {"layout": layout, "change_rows": change, "diff_s": diff, "revert_s": 2 * diff}
+
+    def run(backend: str, rows: int, changes: tuple[int, ...]) -> dict[str, Any]:
+        return {
+            "backend": backend,
+            "rows": rows,
+            "bare": {"seconds": rows / 1e6},
+            "cases": [case(lay, c, rows) for c in changes for lay in ("clustered", "random")],
+        }
+
+    small = run("file", 10**7, (100, 1_000, 10_000)) | {"row_group_rows": 16_384}
+    small["cases"] = [c for c in small["cases"] if c["layout"] == "random"]
+    return _run(
+        curve_change=1_000,
+        goals_asked={"diff_s": 1.0},
+        runs=[
+            run("file", 10**6, (1_000,)),
+            run("file", 10**7, (100, 1_000, 10_000)),
+            run("moto", 10**6, (1_000,)),
+        ],
+        small_groups=small,
+    )
+
+
 def _variant(peak_mib: float, budget_mib: float | None = None) -> dict[str, Any]:
     return {
         "seconds": 1.0,
@@ -136,8 +165,9 @@ def _assert_png(path: Path) -> None:
         (plots.plot_executors, executors_result),
         (plots.plot_memory, memory_result),
         (plots.plot_usable, usable_result),
+        (plots.plot_diff, diff_result),
     ],
-    ids=["straddle", "executors", "memory", "usable"],
+    ids=["straddle", "executors", "memory", "usable", "diff"],
 )
 def test_each_plot_writes_a_png(
     draw: plots.Draw, result: Callable[[], dict[str, Any]], tmp_path: Path
