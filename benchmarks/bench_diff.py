@@ -520,6 +520,7 @@ def run_size(
     :func:`feasible` says the larger size should not be built: then this is the
     largest size and every change size runs here (``stop`` says why)."""
     tag = f"{backend} {n:,}"
+    load_start = load_average()
     with open_store(backend) as store:
         console.print(f"[bold]{tag}[/]: building ...")
         built = build(store, n, plan.seed)
@@ -558,6 +559,7 @@ def run_size(
                 out["cases"].append(case)
         if profile and "random" in layouts:
             out["profile"] = profile_diff(store, built, rng, version, curve_change)
+    out["load_average"] = {"start": load_start, "end": load_average()}
     return out
 
 
@@ -859,12 +861,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             payload["skipped"].append(run["stop"])
             break
     largest = payload["runs"][-1]["rows"]
+    # Right after the default groups' run at the same size: the machine's load then is
+    # likelier the same for both.
+    if group_rows:
+        payload["small_groups"] = small_groups(largest, plan, changes, curve_change, group_rows)
     for n in sorted(moto_sizes):
         payload["runs"].append(
             run_size("moto", n, plan, LAYOUTS, [curve_change], curve_change=curve_change)
         )
-    if group_rows:
-        payload["small_groups"] = small_groups(largest, plan, changes, curve_change, group_rows)
     payload["curves"] = curves(payload)
     payload["goals"] = goals(payload)
     name = args.name or (f"{NAME}_quick" if quick else NAME)
