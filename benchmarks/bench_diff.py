@@ -65,6 +65,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -89,9 +90,9 @@ from benchmarks.common import (
     timed,
 )
 from benchmarks.plots import draw_beside
+from tenants.changes.revert import RevertResult
 from tenants.reads.key_range import KeySet
 from tenants.reads.visible import stream_visible
-from tenants.revert import RevertResult
 from tenants.schema import TableSchema
 from tenants.store import TableStore
 
@@ -577,14 +578,23 @@ def profile_diff(
     n = built["rows"]
     keys = choose_keys("random", c, n, rng)
     change_ts = change(store, "random", keys, rng, version)
+    from tenants.reads import visible
+
     profiler = cProfile.Profile()
-    started = time.perf_counter()
-    profiler.enable()
-    diff_counts(store, at_a)
-    profiler.disable()
-    seconds = time.perf_counter() - started
+    _ProfiledPool.profiles = []
+    pool, visible.ThreadPoolExecutor = visible.ThreadPoolExecutor, _ProfiledPool  # type: ignore[misc]
+    try:
+        started = time.perf_counter()
+        profiler.enable()
+        diff_counts(store, at_a)
+        profiler.disable()
+        seconds = time.perf_counter() - started
+    finally:
+        visible.ThreadPoolExecutor = pool  # type: ignore[misc]
     revert(store, change_ts)
     stats = pstats.Stats(profiler, stream=io.StringIO())
+    for thread in _ProfiledPool.profiles:
+        stats.add(thread)
 
     def rows_by(key: int) -> list[dict[str, Any]]:
         entries = sorted(stats.stats.items(), key=lambda kv: kv[1][key], reverse=True)  # type: ignore[attr-defined]
@@ -603,39 +613,87 @@ def profile_diff(
             "by_own": rows_by(2), "by_cumulative": rows_by(3)}  # fmt: skip
 
 
+# Where a diff's time goes (tenants/changes/diff.py): a chunk of keys is read at A
+# from the table and at B from the change log's objects (read_keys of each side),
+# each object in a thread of its own (up to 8), then MVCC over the rows kept.
 # (what, module file, function, "own" or "cumulative" seconds)
-BREAKDOWN = (
+WALL_STEPS = (
     ("plan: catalog, both read plans, the change log's rows", "diff.py", "plan_diff", "cumulative"),
     ("changed keys: the change objects' keys merged", "diff.py", "changed_keys", "cumulative"),
-    ("point reads at A and B (all of the below)", "diff.py", "_read", "cumulative"),
-    ("  Parquet: fetch and decode the touched row groups", "reader.py", "batches", "own"),
-    ("  KeySet.mask: is_in of the rows read", "key_range.py", "mask", "cumulative"),
-    ("  KeySet.row_groups: pruning by statistics", "key_range.py", "row_groups", "cumulative"),
-    ("  opening objects (footers)", "reader.py", "open_object", "cumulative"),
-    ("  MVCC: last_of_each_key", "mvcc.py", "last_of_each_key", "cumulative"),
+    ("point reads: A from the table, B from the log", "visible.py", "read_keys", "cumulative"),
     ("match A and B, compare values", "diff.py", "_classify", "cumulative"),
+)
+MVCC_STEP = ("MVCC over the rows kept", "mvcc.py", "resolve", "cumulative")
+THREAD_TOTAL = (
+    "per object, wall seconds summed over the threads (8 threads share 2 cores)",
+    "visible.py",
+    "events",
+    "cumulative",
+)
+THREAD_STEPS = (
+    ("Parquet: fetch and decode the touched row groups", "reader.py", "batches", "own"),
+    ("KeySet.mask: is_in of the rows decoded", "key_range.py", "mask", "cumulative"),
+    ("KeySet.row_groups: pruning by statistics", "key_range.py", "row_groups", "cumulative"),
+    ("opening objects (footers)", "reader.py", "open_object", "cumulative"),
 )
 
 
 def breakdown(stats: pstats.Stats, seconds: float) -> list[dict[str, Any]]:
-    """Seconds of the diff's steps (:data:`BREAKDOWN`) from a profile, and their share.
-
-    Generator frames are resumed once per item, so a function's seconds are
-    summed over every entry of that file and name (cProfile's own accounting)."""
+    """The diff's ``seconds`` by step (wall: :data:`WALL_STEPS`, their share of the
+    whole), the point reads split into MVCC and the object reads' wall, and the
+    object reads' thread-seconds by part (:data:`THREAD_STEPS`, their share of
+    the threads' total). Generators are resumed once per item: a cumulative
+    time is that of every resume (cProfile's own accounting)."""
     table = stats.stats  # type: ignore[attr-defined]
-    out = []
-    for what, file, name, kind in BREAKDOWN:
-        spent = sum(
+
+    def spent(step: tuple[str, str, str, str]) -> float:
+        _, file, name, kind = step
+        return float(sum(
             (own if kind == "own" else cumulative)
             for (path, _, function), (_, _, own, cumulative, _) in table.items()
             if function == name and Path(path).name == file
-        )
-        out.append({"step": what, "seconds": spent, "share": spent / seconds})
-    reads = next(o["seconds"] for o in out if o["step"].startswith("point reads"))
-    rest = reads - sum(o["seconds"] for o in out if o["step"].startswith("  "))
-    step = "  the rest: merge rounds, filters, projection, gather"
-    out.insert(len(BREAKDOWN) - 1, {"step": step, "seconds": rest, "share": rest / seconds})
+        ))  # fmt: skip
+
+    def row(depth: int, what: str, value: float, whole: float, unit: str = "s") -> dict[str, Any]:
+        share = value / whole if whole else 0.0
+        return {"depth": depth, "step": what, "seconds": value, "unit": unit, "share": share}
+
+    out: list[dict[str, Any]] = []
+    walls = [spent(step) for step in WALL_STEPS]
+    for step, value in zip(WALL_STEPS, walls, strict=True):
+        out.append(row(0, step[0], value, seconds))
+        if step[3:] == ("cumulative",) and step[2] == "read_keys":
+            mvcc = spent(MVCC_STEP)
+            out.append(row(1, MVCC_STEP[0], mvcc, value))
+            out.append(row(1, "reading the objects, in threads", value - mvcc, value))
+            threads = spent(THREAD_TOTAL)
+            out.append(row(2, THREAD_TOTAL[0], threads, threads, "thread-s"))
+            parts = [spent(part) for part in THREAD_STEPS]
+            for part, used in zip(THREAD_STEPS, parts, strict=True):
+                out.append(row(3, part[0], used, threads, "thread-s"))
+            out.append(row(3, "the rest: filters by ts and key, projection",
+                           threads - sum(parts), threads, "thread-s"))  # fmt: skip
+    out.append(row(0, "the rest: the batches out, chunking", seconds - sum(walls), seconds))
     return out
+
+
+class _ProfiledPool(ThreadPoolExecutor):
+    """A thread pool whose tasks each run under a cProfile of their own
+    (cProfile sees one thread only), collected in ``profiles``."""
+
+    profiles: list[cProfile.Profile] = []
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        def profiled() -> Any:
+            profile = cProfile.Profile()
+            profile.enable()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                profile.disable()
+                _ProfiledPool.profiles.append(profile)
+
+        return super().submit(profiled)
 
 
 def small_groups(
@@ -759,10 +817,13 @@ def print_report(payload: dict[str, Any]) -> None:
                 f"where a random diff's time goes ({run['backend']} {prof['rows']:,} rows{groups}, "
                 f"C={prof['change_rows']:,}: {prof['touched']['objects']:,} objects, "
                 f"{prof['touched']['row_groups']:,} row groups touched; {prof['profiled_s']:.2f} s "
-                "under cProfile):"
+                "under cProfile; each share of the step above it):"
             )
             for step in prof["breakdown"]:
-                console.print(f"  {step['step']:<58} {step['seconds']:7.2f} s {step['share']:6.0%}")
+                name = "  " * step["depth"] + step["step"]
+                console.print(
+                    f"  {name:<66} {step['seconds']:7.2f} {step['unit']:<8} {step['share']:5.0%}"
+                )
     for key, value in payload["curves"].items():
         console.print(f"  {key}: log-log slope vs rows {value['slope_vs_rows']}, "
                       f"vs change {value['slope_vs_change']}")  # fmt: skip
