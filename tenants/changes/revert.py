@@ -140,17 +140,22 @@ def revert(
             f"revert of {tenant}/{database}.{name}: give a commit ts, or a range "
             "(from and to), not both"
         )
-    for attempt in Retrying(
-        retry=retry_if_exception_type(ConcurrentModification),
-        stop=stop_after_attempt(ATTEMPTS),
-        wait=wait_random_exponential(multiplier=0.02, max=1.0),
-        reraise=True,
-    ):
+    for attempt in _replanning():
         with attempt:
             with catalog.snapshot() as tx:
                 plan = _plan(tx, tenant, database, name, commit_ts, from_as_of, to_as_of)
             return _revert_once(catalog, objects, plan, skip_conflicts, dry_run)
     raise AssertionError("unreachable: tenacity reraises the last attempt's error")
+
+
+def _replanning() -> Retrying:
+    """Plan and commit again when another commit lands in between (the CAS lost)."""
+    return Retrying(
+        retry=retry_if_exception_type(ConcurrentModification),
+        stop=stop_after_attempt(ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.02, max=1.0),
+        reraise=True,
+    )
 
 
 def _plan(
@@ -234,12 +239,7 @@ def restore_keys(
             f"restore of some keys of {tenant}/{database}.{name}: give the keys, or a key "
             "range, not both"
         )
-    for attempt in Retrying(
-        retry=retry_if_exception_type(ConcurrentModification),
-        stop=stop_after_attempt(ATTEMPTS),
-        wait=wait_random_exponential(multiplier=0.02, max=1.0),
-        reraise=True,
-    ):
+    for attempt in _replanning():
         with attempt:
             with catalog.snapshot() as tx:
                 tenant_rec = active_tenant(tx, tenant)
