@@ -2,7 +2,7 @@
 
 A table ``db.t`` of N rows, 8 columns (``id`` int64 key, ``user_id`` int64,
 ``qty`` int32, ``price`` double, ``score`` float, ``name`` string,
-``category`` string of 16 values, ``created_at`` timestamp; ~90 Arrow bytes a
+``category`` string of 16 values, ``created_at`` timestamp; ~97 Arrow bytes a
 row), written as N / 100,000 appending commits of 100,000 rows of increasing
 keys: disjoint, key-sorted objects of 10^5 rows, the layout of a compacted
 table (1,000 objects at 10^8). Rows are generated a commit at a time, never
@@ -42,7 +42,8 @@ environment: the object writer reads it at import, and commit objects are
 written by that writer, so the child's table has 16 Ki-row groups (the
 default is 128 Ki, i.e. one group per 10^5-row object). Library defaults are
 not changed. **Where the time goes**: one extra random diff at C = 1,000 under
-cProfile (not timed), its top functions in the JSON (``profile``).
+cProfile (not timed with the others), the point-read threads profiled too: its
+steps (``breakdown``) and top functions in the JSON (``profile``).
 
 ``python -m benchmarks.bench_diff [--quick]``; ``--quick`` (CI, < 1 minute):
 10^4 rows in 10 commits, C = 100, both warehouses, 256-row groups in the child.
