@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,7 +43,15 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.changes import change_object_tuples, changes_from
 from tenants.catalog.commits import commits_at
-from tenants.changes.diff import BEFORE, CHANGE, KINDS, DiffPlan, diff_plan_in, stream_diff
+from tenants.changes.diff import (
+    BEFORE,
+    CHANGE,
+    KINDS,
+    DiffPlan,
+    count_changes,
+    diff_plan_in,
+    stream_diff,
+)
 from tenants.errors import ConcurrentModification, InvalidArgument, NotFound, RevertConflict
 from tenants.loads import CHUNK_BYTES
 from tenants.names import qualified_table
@@ -94,7 +102,6 @@ class RevertResult:
     conflicts: pa.Table
     dry_run: bool
     ts: int | None = None
-    schema_changes: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def conflict_keys(self) -> list[dict[str, object]]:
@@ -330,8 +337,8 @@ def _revert_once(
     try:
         for batch in stream_diff(objects, plan.diff):
             rows = pa.Table.from_batches([batch])
-            for kind in KINDS:
-                counts[kind] += pc.sum(pc.equal(rows.column(CHANGE), kind)).as_py() or 0
+            for kind, n in count_changes(iter([batch])).items():
+                counts[kind] += n
             touched = _touched_later(objects, plan.later, rows.select(pk), schema)
             if touched is not None:
                 clash = touched.mask(rows, pk)
@@ -365,11 +372,6 @@ def _revert_once(
         out.rows["tomb"],
         conflict_keys,
         dry_run,
-        schema_changes={
-            "added": plan.diff.added,
-            "dropped": plan.diff.dropped,
-            "retyped": plan.diff.retyped,
-        },
     )
     if dry_run or not out.uploaded:
         return result
