@@ -15,7 +15,8 @@ runs twice: a dry run, then the real run. The catalog and the object store
 are traced (transactions, snapshots, ``delete_many``, ``list``) so a pass
 splits into: the prefix check, the catalog decision (the transaction that
 records ``gc_pending``), the object store deletes (1,000 keys per
-DeleteObjects request on S3), the catalog cleanup, and the orphan sweep (of
+DeleteObjects request on S3, several in flight), the catalog cleanup (both
+summed over the batches of 5,000 decisions collect finishes), and the orphan sweep (of
 which: listing the whole warehouse). Keys deleted per second are reported for
 the delete phase alone and for the whole pass. Both runs are checked: the dry
 run finds exactly the garbage and deletes nothing, the real run deletes
@@ -59,6 +60,7 @@ from benchmarks.common import (
     rate,
     timed,
 )
+from engine.gc.collect import FINISH_BATCH
 from engine.gc.run import GcReport, run_gc
 from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore.base import ObjectInfo
@@ -274,9 +276,11 @@ def _phases(report: GcReport, total_s: float, trace: Trace) -> dict[str, Any]:
     collect_s = report.seconds["collect"]
     decide_s = transactions[0] if transactions else 0.0
     # collect: the decision transaction, then (not a dry run, something to do)
-    # the store deletes and the cleanup transaction; its other calls are reads.
-    delete_s = deletes[0] if deletes and report.collected.deleted_objects else 0.0
-    cleanup_s = transactions[1] if len(transactions) > 1 else 0.0
+    # per batch of FINISH_BATCH decisions the store deletes and a cleanup
+    # transaction; its other calls are reads.
+    batches = -(-report.collected.deleted_objects // FINISH_BATCH)
+    delete_s = sum(deletes[:batches])
+    cleanup_s = sum(transactions[1 : 1 + batches])
     return {
         "total_s": total_s,
         "prefix_check_s": total_s - sum(report.seconds.values()),
@@ -288,7 +292,7 @@ def _phases(report: GcReport, total_s: float, trace: Trace) -> dict[str, Any]:
         "orphans_s": report.seconds["orphans"],
         "list_s": lists[-1] if lists else 0.0,
         "listed_keys": report.orphans.listed,
-        "candidates": len(report.collected.candidates),
+        "candidates": report.collected.candidate_count,
         "deleted": report.collected.deleted_objects,
         "orphans_found": len(report.orphans.orphans),
         "deleted_per_s_delete_phase": rate(report.collected.deleted_objects, delete_s)
@@ -319,9 +323,9 @@ def run_case(backend: Backend, n: int, *, seed: int) -> dict[str, Any]:
         store.objects.head(keys[0])  # the store's client exists before anything is timed
 
         dry, dry_s, dry_trace = _gc(store, dry_run=True)
-        if dry.collected.deleted_objects or len(dry.collected.candidates) != garbage_count:
+        if dry.collected.deleted_objects or dry.collected.candidate_count != garbage_count:
             raise RuntimeError(
-                f"{backend} dry run: {len(dry.collected.candidates)} candidates, "
+                f"{backend} dry run: {dry.collected.candidate_count} candidates, "
                 f"{dry.collected.deleted_objects} deleted; expected {garbage_count} and 0"
             )
         real, real_s, real_trace = _gc(store, dry_run=False)

@@ -16,7 +16,9 @@ path. A benchmark calls :func:`draw_beside` after writing its JSON, so
   physical and logical, per warehouse, the extrapolated sizes hollow;
 - ``curves`` (bench_diff): diff and revert seconds of one commit against the
   table's rows (left) and against the change's rows (right), both key layouts,
-  with the bare full read the diff avoids and the run with smaller row groups.
+  with the bare full read the diff avoids and the run with smaller row groups;
+- ``passes`` (bench_gc_scale): GC pass seconds against the live objects in the
+  warehouse, the default pass and ``--deep``, per warehouse and run.
 
 ``python -m benchmarks.plots`` redraws the figures the README shows from the
 committed JSON files (:data:`FIGURES`), without running a benchmark;
@@ -419,6 +421,68 @@ def plot_memory(payload: Payload, path: Path) -> Path:
     return _save(fig, path)
 
 
+def run_label(payload: Payload) -> str:
+    """How a picture names one run: its ``label`` if it has one, else its commit."""
+    return str(
+        payload.get("label") or f"commit {payload.get('machine', {}).get('git_commit', '?')}"
+    )
+
+
+def plot_gc_scale(payload: Payload, path: Path) -> Path:
+    """GC pass seconds vs live objects in the warehouse (bench_gc_scale), log-log.
+
+    The default pass solid, ``--deep`` dashed, one colour per warehouse and run
+    (``run`` is set by :func:`combine_results`): runs before and after a change
+    side by side. "Flat" is the claim for the default pass: the same garbage
+    at every size.
+    """
+    fig, ax = _axes()
+    lines: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+    for row in payload["results"]:
+        for kind in ("default", "deep"):
+            if kind in row:
+                key = (row["backend"], row.get("run") or run_label(payload), kind)
+                lines.setdefault(key, []).append((row["live"], row[kind]["seconds"]))
+    colours: dict[tuple[str, str], str] = {}
+    for (backend, run, kind), points in sorted(lines.items()):
+        colour = colours.setdefault((backend, run), f"C{len(colours)}")
+        xs, ys = zip(*sorted(points), strict=True)
+        ax.plot(xs, ys, color=colour, marker="o" if kind == "default" else "s",
+                linestyle="-" if kind == "default" else "--",
+                label=f"{'default' if kind == 'default' else '--deep'}, {backend}, {run}")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("live objects in the warehouse")
+    ax.set_ylabel("GC pass seconds")
+    ax.set_title("A GC pass against warehouse size, same 1,000 garbage + 200 orphans", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    # Beside the axes: the lines fill the corners of a log-log picture.
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    extra = ""
+    if len(payload.get("runs", ())) > 1:  # a combined payload: name every source
+        extra = "\nalso: " + ", ".join(r["source"] for r in payload["runs"][1:])
+    _stamp(fig, payload, extra)
+    return _save(fig, path)
+
+
+def combine_results(payloads: Sequence[Payload]) -> Payload:
+    """Payloads with a flat ``results`` list (bench_gc_scale) as one, each result
+    tagged with its run's :func:`run_label`; the first payload leads, as in
+    :func:`combine_runs`."""
+    first = payloads[0]
+    return {
+        **{k: v for k, v in first.items() if k != "results"},
+        "results": [{**r, "run": run_label(p)} for p in payloads for r in p.get("results", [])],
+        "runs": [
+            {
+                "source": p.get("source") or f"{p.get('benchmark', '?')}.json",
+                "timestamp": str(p.get("timestamp", "?")),
+            }
+            for p in payloads
+        ],
+    }
+
+
 def combine_runs(payloads: Sequence[Payload]) -> Payload:
     """bench_memory payloads as one, each result tagged with the run it came from.
 
@@ -479,6 +543,11 @@ def _has_diff(payload: Payload) -> bool:
     )
 
 
+def _has_gc_scale(payload: Payload) -> bool:
+    results = payload.get("results")
+    return isinstance(results, list) and any("live" in r and "default" in r for r in results)
+
+
 def _has_memory(payload: Payload) -> bool:
     cases = payload.get("cases")
     return isinstance(cases, dict) and any(
@@ -492,6 +561,7 @@ PLOTS: tuple[tuple[str, Draw, Callable[[Payload], bool]], ...] = (
     ("rss", plot_memory, _has_memory),
     ("usable", plot_usable, _has_usable),
     ("curves", plot_diff, _has_diff),
+    ("passes", plot_gc_scale, _has_gc_scale),
 )
 
 
@@ -529,6 +599,8 @@ class CommittedFigure:
     png: str
     draw: Draw
     sources: tuple[str, ...]
+    combine: Callable[[Sequence[Payload]], Payload] = combine_runs
+    """How several sources become one payload."""
 
 
 FIGURES: tuple[CommittedFigure, ...] = (
@@ -554,13 +626,26 @@ FIGURES: tuple[CommittedFigure, ...] = (
             "bench_memory_load.json",
         ),
     ),
+    # Issue 37: the intent sweep before (4 requests per stale intent) and after
+    # (1 per intent and table, 1 upload listing per page), and file:// to 10^6.
+    CommittedFigure(
+        "bench_gc_scale_passes.png",
+        plot_gc_scale,
+        (
+            "bench_gc_scale_file_after.json",
+            "bench_gc_scale.json",
+            "bench_gc_scale_moto.json",
+            "bench_gc_scale_moto_after.json",
+        ),
+        combine_results,
+    ),
 )
 
 
 def redraw(figure: CommittedFigure, directory: Path = RESULTS_DIR) -> Path:
     """Draw one committed figure from its sources in ``directory``."""
     payloads = [read_payload(directory / source) for source in figure.sources]
-    payload = payloads[0] if len(payloads) == 1 else combine_runs(payloads)
+    payload = payloads[0] if len(payloads) == 1 else figure.combine(payloads)
     return figure.draw(payload, directory / figure.png)
 
 

@@ -35,8 +35,14 @@ _EXPORTS = {
     "show_backup": "engine.backup.api",
     "verify_backup": "engine.backup.api",
     "delete_backup": "engine.backup.api",
+    "drill_backup": "engine.backup.drill",
+    "DrillResult": "engine.backup.drill",
     "run_gc": "engine.gc.run",
     "GcReport": "engine.gc.run",
+    "status": "engine.operations.status",
+    "StatusReport": "engine.operations.status",
+    "set_recovery_objective": "engine.operations.objectives",
+    "recovery_objectives": "engine.operations.objectives",
 }
 
 __all__ = list(_EXPORTS)
@@ -52,10 +58,16 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr_
     from engine.backup.api import restore_backup as restore_backup
     from engine.backup.api import show_backup as show_backup
     from engine.backup.api import verify_backup as verify_backup
+    from engine.backup.drill import DrillResult as DrillResult
+    from engine.backup.drill import drill_backup as drill_backup
     from engine.export.api import export_tables as export_tables
     from engine.export.result import ExportResult as ExportResult
     from engine.gc.run import GcReport as GcReport
     from engine.gc.run import run_gc as run_gc
+    from engine.operations.objectives import recovery_objectives as recovery_objectives
+    from engine.operations.objectives import set_recovery_objective as set_recovery_objective
+    from engine.operations.status import StatusReport as StatusReport
+    from engine.operations.status import status as status
     from engine.restore.cancel import cancel_restore as cancel_restore
     from engine.restore.job import RestoreOutcome as RestoreOutcome
     from engine.restore.job import restore_tenant as restore_tenant

@@ -37,6 +37,8 @@ _EXPORTS = {
     "to_polars": "tenants.reads.interop",
     "duckdb_sql": "tenants.reads.interop",
     "diff_table": "tenants.changes.diff",
+    "StepEvent": "tenants.observe.events",
+    "EventFormatter": "tenants.observe.events",
     "RewindError": "tenants.errors",
     "TransientError": "tenants.errors",
     "InvalidArgument": "tenants.errors",
@@ -128,6 +130,8 @@ if TYPE_CHECKING:  # what a type checker and an IDE see; at run time, __getattr_
     from tenants.errors import TransientError as TransientError
     from tenants.errors import UnprotectedTime as UnprotectedTime
     from tenants.errors import WarehouseOwned as WarehouseOwned
+    from tenants.observe.events import EventFormatter as EventFormatter
+    from tenants.observe.events import StepEvent as StepEvent
     from tenants.reads.interop import duckdb_sql as duckdb_sql
     from tenants.reads.interop import to_duckdb as to_duckdb
     from tenants.reads.interop import to_polars as to_polars

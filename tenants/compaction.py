@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from tenants.catalog import Catalog
 from tenants.errors import ConcurrentModification, InvalidArgument, ObjectMissing
+from tenants.objects.intents import WriteIntent, begin_intent, give_up
 from tenants.objects.io import record_of
 from tenants.objects.reader import (
     BATCH_BYTES,
@@ -59,10 +60,11 @@ from tenants.objects.sizes import DEFAULT_TARGET_BYTES, MAX_TARGET_BYTES, MIB, M
 from tenants.objects.writer import PAGE_BYTES as WRITER_PAGE_BYTES
 from tenants.objects.writer import ROW_GROUP_BYTES, ObjectWriter
 from tenants.objectstore import ObjectStore
+from tenants.observe import events
 from tenants.progress import Share, step
 from tenants.reads.merge import SRC, MergeInput, gather, merge_rounds, overlap_depth, typed_key
 from tenants.schema import TS
-from tenants.tenancy import TableRecord, active_tenant, find_table, new_id, tables_at, tenant_by_id
+from tenants.tenancy import TableRecord, active_tenant, find_table, tables_at, tenant_by_id
 from tenants.timeline.protection import Protection, protection
 from tenants.timeline.retention import keep_sorted
 
@@ -226,8 +228,11 @@ def compact_table(
                     budget // MIB,
                 )
                 shape = MergeShape(depth, MIN_BATCH_BYTES, MIN_BUFFER_BYTES)
-            outputs, rows = _merge(catalog, objects, table, inputs, guard, target_bytes, shape)
-            _swap(catalog, table, inputs, outputs)
+            intent = _intent(catalog, table, inputs)
+            outputs, rows = _merge(
+                catalog, objects, table, inputs, guard, target_bytes, shape, intent
+            )
+            _swap(catalog, objects, table, inputs, outputs, intent)
             _account(consumed, created, inputs, outputs)
             break
         # Too many to read at once: merge runs of fan_in objects (oldest first)
@@ -239,8 +244,9 @@ def compact_table(
                 run = ordered[start : start + shape.fan_in]
                 if len(run) < 2:
                     continue
-                outputs, _ = _merge(catalog, objects, table, run, None, target_bytes, shape)
-                _swap(catalog, table, run, outputs)
+                intent = _intent(catalog, table, run)
+                outputs, _ = _merge(catalog, objects, table, run, None, target_bytes, shape, intent)
+                _swap(catalog, objects, table, run, outputs, intent)
                 _account(consumed, created, run, outputs)
                 log.info(
                     "table %s (%s): merged a run of %d objects into %d (%d at once)",
@@ -299,8 +305,10 @@ class _Outputs:
         inputs: Sequence[ObjectRecord],
         schema: pa.Schema,
         target_bytes: int,
+        intent: WriteIntent,
     ) -> None:
         self.objects, self.table, self.first = objects, table, inputs[0]
+        self.intent = intent
         self.schema = schema
         per_row = max(1.0, sum(o.bytes for o in inputs) / max(1, sum(o.rows for o in inputs)))
         self.capacity = max(1, int(target_bytes / per_row))
@@ -311,7 +319,7 @@ class _Outputs:
     def write(self, rows: pa.Table) -> None:
         while rows.num_rows:
             if self._writer is None:
-                self._id = new_id()
+                self._id = self.intent.new_object_id(self.first.kind)
                 key = object_key(self.table.tenant_id, self.table.id, self.first.kind, self._id)
                 self._writer = ObjectWriter(
                     self.objects,
@@ -347,8 +355,9 @@ def _merge(
     guard: Protection | None,
     target_bytes: int,
     shape: MergeShape,
+    intent: WriteIntent,
 ) -> tuple[list[ObjectRecord], int]:
-    """Merge ``inputs`` into new objects; (their records, rows kept).
+    """Merge ``inputs`` into new objects, minted under ``intent``; (their records, rows kept).
 
     Raises:
         ConcurrentModification: an input went missing because another
@@ -363,7 +372,9 @@ def _merge(
     ) as merging:
         share = Share(merging, sum(o.bytes for o in inputs), sum(o.rows for o in inputs))
         try:
-            merged = _merge_inputs(objects, table, inputs, guard, target_bytes, shape, share)
+            merged = _merge_inputs(
+                objects, table, inputs, guard, target_bytes, shape, share, intent
+            )
         except ObjectMissing as e:
             with catalog.snapshot() as tx:
                 live = {o.id for o in live_objects(tx, table.id)}
@@ -387,6 +398,7 @@ def _merge_inputs(
     target_bytes: int,
     shape: MergeShape,
     share: Share,
+    intent: WriteIntent,
 ) -> tuple[list[ObjectRecord], int]:
     # Oldest first: a key's versions then meet in ts order, which the merge's
     # sort of an integer key relies on to sort the key alone (tenants.reads.merge).
@@ -416,6 +428,7 @@ def _merge_inputs(
                 [inputs[i] for i in indexes],
                 _group_schema(_schema_of(objects, inputs[indexes[0]])),
                 target_bytes,
+                intent,
             )
             for group, indexes in members.items()
         }
@@ -522,24 +535,43 @@ def _all_groups(records: list[ObjectRecord]) -> list[list[ObjectRecord]]:
     return list(by_group.values())
 
 
+def _intent(catalog: Catalog, table: TableRecord, inputs: Sequence[ObjectRecord]) -> WriteIntent:
+    """The write intent of one merge's outputs (tenants/objects/intents.py): each
+    output has the kind of the inputs it merges."""
+    kinds = {record.kind for record in inputs}
+    return begin_intent(catalog, "compaction", [(table.tenant_id, table.id)], kinds)
+
+
 def _swap(
-    catalog: Catalog, table: TableRecord, inputs: list[ObjectRecord], outputs: list[ObjectRecord]
+    catalog: Catalog,
+    objects: ObjectStore,
+    table: TableRecord,
+    inputs: list[ObjectRecord],
+    outputs: list[ObjectRecord],
+    intent: WriteIntent,
 ) -> None:
-    """Replace ``inputs`` by ``outputs`` in one transaction, iff all inputs are still live."""
-    with catalog.transaction() as tx:
-        ts = tx.commit_ts()
-        # An instant restore's swap may have replaced cut members this merge read by
-        # their copies, which hold the same rows: the merge replaces the copies then.
-        copies = swapped_copies(tx, table.id, [o.id for o in inputs if o.cut_ts is not None])
-        removed = remove_members(tx, table.id, [copies.get(o.id, o.id) for o in inputs], ts)
-        if removed != len(inputs):
-            raise ConcurrentModification(
-                f"compaction of table {table.qualified} ({table.id}) lost a race: "
-                f"{len(inputs) - removed} of its inputs were replaced meanwhile; run it again"
-            )
-        for record in outputs:
-            insert_object(tx, _with_created_ts(record, ts))
-            add_member(tx, table.id, record.id, ts)
+    """Replace ``inputs`` by ``outputs`` in one transaction, iff all inputs are still
+    live; it ends the outputs' intent. A lost race (or a revoked intent) rolls
+    the transaction back and deletes the outputs."""
+    try:
+        with catalog.transaction() as tx:
+            ts = tx.commit_ts()
+            intent.finish(tx)
+            # An instant restore's swap may have replaced cut members this merge read by
+            # their copies, which hold the same rows: the merge replaces the copies then.
+            copies = swapped_copies(tx, table.id, [o.id for o in inputs if o.cut_ts is not None])
+            removed = remove_members(tx, table.id, [copies.get(o.id, o.id) for o in inputs], ts)
+            if removed != len(inputs):
+                raise ConcurrentModification(
+                    f"compaction of table {table.qualified} ({table.id}) lost a race: "
+                    f"{len(inputs) - removed} of its inputs were replaced meanwhile; run it again"
+                )
+            for record in outputs:
+                insert_object(tx, _with_created_ts(record, ts))
+                add_member(tx, table.id, record.id, ts)
+    except ConcurrentModification:  # raised before COMMIT: nothing of it landed
+        give_up(catalog, objects, outputs, intent)
+        raise
     log.info(
         "table %s (%s): compacted %d objects into %d at ts %d",
         table.qualified,
@@ -597,7 +629,15 @@ def compact(
                 for t in tables_at(tx, tenant_rec, now)
                 if database is None or t.database == database
             ]
-    return [
-        compact_table(catalog, objects, t, target_bytes=target_bytes, full=full, memory=memory)
-        for t in tables
-    ]
+    results = []
+    with events.job("compaction", tenant):
+        for t in tables:
+            with events.step("compact") as compacting:
+                compacting.table = t.qualified
+                result = compact_table(
+                    catalog, objects, t, target_bytes=target_bytes, full=full, memory=memory
+                )
+                compacting.objects, compacting.bytes = result.inputs, result.bytes_out
+                compacting.rows = result.rows
+            results.append(result)
+    return results

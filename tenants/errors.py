@@ -74,6 +74,11 @@ class ConcurrentModification(TransientError):
     """Someone else changed what this commit was conditional on."""
 
 
+class IntentRevoked(ConcurrentModification):
+    """GC swept a writer's intent (it had run longer than the orphan grace): its
+    uploads may be gone, so its commit must not land; a retry uploads anew."""
+
+
 class CatalogBusy(TransientError):
     """Another process held the catalog's write lock for longer than the busy timeout."""
 

@@ -27,10 +27,12 @@ import pyarrow.compute as pc
 from tenants.catalog import Catalog
 from tenants.errors import InvalidArgument, KeyViolation
 from tenants.mvcc import last_of_each_key
+from tenants.objects.intents import WriteIntent, begin_intent
 from tenants.objects.io import write_commit_object
 from tenants.objects.reader import stream_object
 from tenants.objects.record import ObjectRecord
 from tenants.objectstore import ObjectStore
+from tenants.observe import events
 from tenants.reads.merge import MergeInput, merge_rounds, typed_key
 from tenants.schema import TS
 from tenants.tenancy import TableRecord, TenantRecord, active_tenant, find_table
@@ -40,7 +42,7 @@ from tenants.writes import (
     canonical_float_keys,
     check_keys,
     conform_rows,
-    discard_uploads,
+    give_up,
     install_prepared,
 )
 
@@ -71,11 +73,21 @@ def load(
         ConcurrentModification: the table was altered, dropped or the tenant
             replaced while the rows uploaded (run the load again).
     """
-    with catalog.snapshot() as tx:
-        tenant_rec = active_tenant(tx, tenant)
-        target = find_table(tx, tenant_rec, database, table, tx.last_ts())
-        target.require_writable(tenant_rec.name)
-    return load_into(catalog, objects, tenant_rec, target, batches, tenant, chunk_bytes=chunk_bytes)
+    with events.job("load", tenant), events.step("load") as loading:
+        loading.table = f"{database}.{table}"
+        with catalog.snapshot() as tx:
+            tenant_rec = active_tenant(tx, tenant)
+            target = find_table(tx, tenant_rec, database, table, tx.last_ts())
+            target.require_writable(tenant_rec.name)
+        result = load_into(
+            catalog, objects, tenant_rec, target, batches, tenant, chunk_bytes=chunk_bytes
+        )
+        loading.rows, loading.objects, loading.bytes = (
+            result.upserted,
+            len(result.object_ids),
+            result.bytes,
+        )
+        return result
 
 
 def load_into(
@@ -92,6 +104,7 @@ def load_into(
     takes it (None: a reload's staging tenant, which is its own)."""
     where = f"{tenant_rec.name}/{target.qualified}"
     uploaded: list[ObjectRecord] = []
+    intent = begin_intent(catalog, "load", [(tenant_rec.id, target.id)], ["data"])
     try:
         pending: list[pa.Table] = []
         size = 0
@@ -101,25 +114,39 @@ def load_into(
                 pending.append(rows)
                 size += rows.nbytes
             if size >= chunk_bytes:
-                uploaded.append(_upload(objects, tenant_rec.name, tenant_rec.id, target, pending))
+                uploaded.append(
+                    _upload(objects, tenant_rec.name, tenant_rec.id, target, pending, intent)
+                )
                 pending, size = [], 0
         if pending:
-            uploaded.append(_upload(objects, tenant_rec.name, tenant_rec.id, target, pending))
+            uploaded.append(
+                _upload(objects, tenant_rec.name, tenant_rec.id, target, pending, intent)
+            )
         if not uploaded:
             raise InvalidArgument(f"nothing to load into {where}: no rows")
         if len(uploaded) > 1:
             _check_unique(objects, target, uploaded, where)
     except BaseException:
-        discard_uploads(objects, uploaded)
+        give_up(catalog, objects, uploaded, intent)
         raise
     prepared = PreparedCommit(
-        tenant_rec, target, tuple(uploaded), upserted=sum(o.rows for o in uploaded), deleted=0
+        tenant_rec,
+        target,
+        tuple(uploaded),
+        upserted=sum(o.rows for o in uploaded),
+        deleted=0,
+        intent=intent,
     )
     return install_prepared(catalog, objects, prepared, tenant_ref)
 
 
 def _upload(
-    objects: ObjectStore, tenant: str, tenant_id: str, target: TableRecord, parts: list[pa.Table]
+    objects: ObjectStore,
+    tenant: str,
+    tenant_id: str,
+    target: TableRecord,
+    parts: list[pa.Table],
+    intent: WriteIntent,
 ) -> ObjectRecord:
     where = f"{tenant}/{target.qualified}"
     pk = list(target.schema.primary_key)
@@ -134,6 +161,7 @@ def _upload(
         kind="data",
         fingerprint=target.schema.fingerprint,
         primary_key=pk,
+        object_id=intent.new_object_id("data"),
     )
 
 

@@ -48,6 +48,7 @@ from tenants.errors import (
     SchemaMismatch,
 )
 from tenants.mvcc import project, resolve
+from tenants.objects.intents import WriteIntent, begin_intent, give_up
 from tenants.objects.io import stamp, write_commit_object
 from tenants.objects.reader import open_object
 from tenants.objects.record import ObjectKind, ObjectRecord, add_member, insert_object, live_objects
@@ -77,6 +78,7 @@ class WriteResult:
     upserted: int
     deleted: int
     object_ids: tuple[str, ...]
+    bytes: int = 0  # what its objects hold (a load's event reports it)
 
 
 def conform_rows(batch: pa.Table, schema: TableSchema, where: str) -> pa.Table:
@@ -254,7 +256,7 @@ def _write_once(
         if not deletes.num_rows and (upserts is None or not upserts.num_rows):
             return WriteResult(ts=now, upserted=0, deleted=0, object_ids=())
         expected_change = tenant_rec.last_change_ts
-    prepared = prepare_commit(objects, tenant_rec, target, upserts, deletes)
+    prepared = prepare_commit(catalog, objects, tenant_rec, target, upserts, deletes)
     return install_prepared(catalog, objects, prepared, tenant, expected_change)
 
 
@@ -307,6 +309,7 @@ class PreparedCommit:
     objects: tuple[ObjectRecord, ...]
     upserted: int
     deleted: int
+    intent: WriteIntent | None  # the objects' intent; None only for a commit of no object
 
     @property
     def where(self) -> str:
@@ -314,13 +317,15 @@ class PreparedCommit:
 
 
 def prepare_commit(
+    catalog: Catalog,
     objects: ObjectStore,
     tenant_rec: TenantRecord,
     target: TableRecord,
     upserts: pa.Table | None,
     deletes: pa.Table | None,
 ) -> PreparedCommit:
-    """Validate the batch against ``target`` and upload it, outside any transaction.
+    """Validate the batch against ``target`` and upload it, outside any transaction
+    but under a write intent (tenants/objects/intents.py) recorded just before.
 
     Raises:
         SchemaMismatch, KeyViolation: the batch is invalid; nothing is uploaded.
@@ -340,8 +345,14 @@ def prepare_commit(
         check_keys(keys, pk, where, "deletes")
         batches.append(("tomb", keys))
     uploaded: list[ObjectRecord] = []
+    intent = (
+        begin_intent(catalog, "write", [(tenant_rec.id, target.id)], [k for k, _ in batches])
+        if batches
+        else None
+    )
     try:
         for kind, rows in batches:
+            assert intent is not None
             uploaded.append(
                 write_commit_object(
                     objects,
@@ -351,10 +362,11 @@ def prepare_commit(
                     kind=kind,
                     fingerprint=schema.fingerprint,
                     primary_key=pk,
+                    object_id=intent.new_object_id(kind),
                 )
             )
     except Exception:
-        discard_uploads(objects, uploaded)
+        give_up(catalog, objects, uploaded, intent)
         raise
     return PreparedCommit(
         tenant_rec,
@@ -362,6 +374,7 @@ def prepare_commit(
         tuple(uploaded),
         upserted=upserts.num_rows if upserts is not None else 0,
         deleted=deletes.num_rows if deletes is not None else 0,
+        intent=intent,
     )
 
 
@@ -385,7 +398,7 @@ def install_prepared(
             result = install_commit(tx, prepared, tenant_ref, expected_change)
     except Exception:
         if result is None:
-            discard_uploads(objects, prepared.objects)
+            give_up(catalog, objects, prepared.objects, prepared.intent)
         raise
     return result
 
@@ -429,6 +442,9 @@ def install_commit(
             f"tenant {tenant_rec.ref} changed after a delete of {table.qualified} read which "
             "keys were present"
         )
+    if prepared.intent is not None:
+        prepared.intent.finish(tx)
+    assert prepared.intent is not None or not prepared.objects, "objects uploaded without an intent"
     object_ids = []
     for record in prepared.objects:
         insert_object(tx, stamp(record, ts))
@@ -452,14 +468,5 @@ def install_commit(
         upserted=prepared.upserted,
         deleted=prepared.deleted,
         object_ids=tuple(object_ids),
+        bytes=sum(record.bytes for record in prepared.objects),
     )
-
-
-def discard_uploads(objects: ObjectStore, records: Sequence[ObjectRecord]) -> None:
-    """Delete uploads no catalog row names (best effort: GC removes what is left)."""
-    if not records:
-        return
-    try:
-        objects.delete_many(r.key for r in records)
-    except Exception:  # noqa: BLE001 - the original error matters more; GC sweeps orphans
-        log.warning("could not delete unregistered uploads %s", [r.key for r in records])

@@ -115,6 +115,20 @@ def diff_result() -> dict[str, Any]:
     )
 
 
+def gc_scale_result(label: str | None = None) -> dict[str, Any]:
+    """bench_gc_scale: both warehouses at two sizes, the deep pass on moto only."""
+
+    def row(backend: str, live: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": backend, "catalog": "sqlite", "live": live}
+        out["default"] = {"seconds": 2.0 + live / 1e6, "peak_rss_mib": 150.0}
+        if backend == "moto":
+            out["deep"] = {"seconds": 3.0 + live / 1e3, "peak_rss_mib": 180.0}
+        return out
+
+    rows = [row(b, n) for b in ("file", "moto") for n in (10_000, 100_000)]
+    return _run(results=rows, sizes=[10_000, 100_000]) | ({"label": label} if label else {})
+
+
 def _variant(peak_mib: float, budget_mib: float | None = None) -> dict[str, Any]:
     return {
         "seconds": 1.0,
@@ -166,8 +180,9 @@ def _assert_png(path: Path) -> None:
         (plots.plot_memory, memory_result),
         (plots.plot_usable, usable_result),
         (plots.plot_diff, diff_result),
+        (plots.plot_gc_scale, gc_scale_result),
     ],
-    ids=["straddle", "executors", "memory", "usable", "diff"],
+    ids=["straddle", "executors", "memory", "usable", "diff", "gc_scale"],
 )
 def test_each_plot_writes_a_png(
     draw: plots.Draw, result: Callable[[], dict[str, Any]], tmp_path: Path
@@ -182,6 +197,13 @@ def test_memory_plot_of_runs_combined_marks_single_sizes(tmp_path: Path) -> None
     assert [r["source"] for r in combined["runs"]] == ["bench_test.json"] * 2
     assert len(combined["cases"]["rewrite"]["results"]) == 3
     _assert_png(plots.plot_memory(combined, tmp_path / "rss.png"))
+
+
+def test_gc_scale_runs_combined_are_told_apart_by_label_or_commit(tmp_path: Path) -> None:
+    combined = plots.combine_results([gc_scale_result(), gc_scale_result("after")])
+    assert {r["run"] for r in combined["results"]} == {"commit abc1234", "after"}
+    assert len(combined["results"]) == 8 and len(combined["runs"]) == 2
+    _assert_png(plots.plot_gc_scale(combined, tmp_path / "passes.png"))
 
 
 def test_draw_beside_draws_each_picture_the_json_has_data_for(tmp_path: Path) -> None:

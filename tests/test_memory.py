@@ -258,6 +258,32 @@ def test_a_diff_and_a_revert_grow_the_process_by_what_they_read_at_once_not_the_
         assert big < change_mb, f"a {what} of {change_mb:.0f} MB of rows grew {big:.0f} MB"
 
 
+def test_gc_collection_grows_the_process_by_the_same_few_mib_for_10x_the_garbage(
+    tmp_path: Path, new_catalog_uri
+) -> None:
+    """GC decides with one INSERT ... SELECT and finishes its decisions 5,000 at
+    a time, keeping only counts and a sample: collecting 2x10^5 garbage objects
+    grows the process about as much as 2x10^4 (before, it held every candidate and
+    every pending row as Python objects: ~100 MiB more per 10^5)."""
+    from tenants.store import TableStore
+    from tests.helpers.gc import register_unreferenced
+
+    growth: dict[int, float] = {}
+    for n in (20_000, 200_000):
+        catalog = new_catalog_uri()
+        warehouse = f"file://{tmp_path / f'warehouse-{n}'}"
+        store = TableStore.open(catalog, warehouse)
+        register_unreferenced(store, n)
+        store.close()
+        report = run_job({"what": "gc_collect", "catalog": catalog, "warehouse": warehouse})
+        assert report["rows"] == n
+        growth[n] = (report["peak_kib"] - report["baseline_kib"]) * 1024 / MB
+
+    small, big = growth[20_000], growth[200_000]
+    assert big < small + 8, f"10x the garbage grew the process {big:.1f} MB, not ~{small:.1f} MB"
+    assert big < 40, f"collecting 2x10^5 objects grew the process by {big:.0f} MB"
+
+
 def test_rewind_allocates_through_jemalloc_where_pyarrow_has_it() -> None:
     """A fresh process that imports Rewind before pyarrow gets jemalloc (Linux,
     macOS): under mimalloc a 10 GB compaction overran ``--memory 512MiB``

@@ -44,6 +44,7 @@ from engine.backup.vault import (
 from engine.logical.dump import dump_tenant
 from engine.logical.manifest import verify_dump
 from engine.logical.reload import reload_dump
+from engine.operations.runs import journaled
 from engine.pipeline import Kind as Kind
 from tenants.catalog.engine.staging import tenant_state
 from tenants.catalog.tenants import active_holder_id
@@ -51,6 +52,7 @@ from tenants.errors import CorruptObject, InvalidArgument, NotFound
 from tenants.names import backup_id as checked_backup_id
 from tenants.names import tenant_name
 from tenants.objectstore import ObjectStore
+from tenants.observe import events
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id
 from tenants.times import AsOf
@@ -102,25 +104,61 @@ def create_backup(
     if kind not in ("logical", "physical"):
         raise InvalidArgument(f"unknown backup kind {kind!r}: use logical or physical")
     policy = LockPolicy.parse(lock, retain)
-    store.resolve_time(tenant, as_of)  # unknown tenant or unprotected point: claim nothing
+    point = store.resolve_time(tenant, as_of)  # unknown tenant or unprotected point: claim nothing
     dest = open_destination(uri, create=True, lockable=policy is not None)
     backup_id = new_id()
-    if kind == "logical":
-        result = dump_tenant(
-            store,
-            tenant,
-            as_of,
-            dest,
-            backup_root(backup_id),
-            reader="spark" if reader == "spark" else "local",
-            dump_id=backup_id,
-            seal=backup_seal(dest, backup_root(backup_id), policy),
+    with (
+        events.job("backup", tenant, backup_id),
+        journaled(
+            store.catalog,
+            "backup",
+            tenant=tenant,
+            target=uri,
+            method=kind,
+            point_ts=point,
+            backup_id=backup_id,
+        ) as run,
+    ):
+        result = _create_backup(
+            store, tenant, as_of, dest, backup_id, kind=kind, reader=reader, policy=policy, uri=uri
         )
-        if policy is not None:
-            until = policy.until(wall_now_us())
-            lock_written(dest, manifest_key(backup_id), policy.mode, until)
-            lock_written(dest, MARKER, policy.mode, until, slack=slack_us(policy.retain_us))
-        files = sum(len(t.files) for t in result.manifest.tables)
+        run.bytes, run.objects, run.row_count = result.copied_bytes, result.objects, result.rows
+        return result
+
+
+def _create_backup(
+    store: TableStore,
+    tenant: str,
+    as_of: AsOf,
+    dest: ObjectStore,
+    backup_id: str,
+    *,
+    kind: str,
+    reader: str,
+    policy: LockPolicy | None,
+    uri: str,
+) -> BackupResult:
+    """:func:`create_backup` once its arguments are checked: a dump, or the
+    objects (engine.backup.physical), each step an event."""
+    if kind == "logical":
+        with events.step("dump") as dumping:
+            result = dump_tenant(
+                store,
+                tenant,
+                as_of,
+                dest,
+                backup_root(backup_id),
+                reader="spark" if reader == "spark" else "local",
+                dump_id=backup_id,
+                seal=backup_seal(dest, backup_root(backup_id), policy),
+            )
+            if policy is not None:
+                until = policy.until(wall_now_us())
+                lock_written(dest, manifest_key(backup_id), policy.mode, until)
+                lock_written(dest, MARKER, policy.mode, until, slack=slack_us(policy.retain_us))
+            files = sum(len(t.files) for t in result.manifest.tables)
+            dumping.objects, dumping.bytes = files, result.manifest.bytes
+            dumping.rows = result.manifest.rows
         return BackupResult(
             backup_id,
             kind,
@@ -305,32 +343,49 @@ def restore_backup(
     checked_backup_id(backup_id)
     started = time.perf_counter()
     dest = open_destination(uri, create=False)
+    record = restore_from(store, dest, backup_id, tenant=tenant, replace=replace)
+    return record, time.perf_counter() - started
+
+
+def restore_from(
+    store: TableStore,
+    dest: ObjectStore,
+    backup_id: str,
+    *,
+    tenant: str | None = None,
+    replace: bool = False,
+) -> TenantRecord:
+    """:func:`restore_backup` from a destination already open (a restore drill
+    opens it once for its choice, its checks and its restore)."""
+    checked_backup_id(backup_id)
     kind = manifest_kind(dest, backup_id)
     raw = read_manifest(dest, backup_id)
     name = tenant_name(tenant or raw["source_tenant"])
-    if kind == "logical":
-        holder = None
-        if replace:
-            with store.catalog.snapshot() as tx:
-                holder = active_holder_id(tx, name)
-        result = reload_dump(
+    with events.job("backup_restore", name, backup_id):
+        if kind == "logical":
+            holder = None
+            if replace:
+                with store.catalog.snapshot() as tx:
+                    holder = active_holder_id(tx, name)
+            with events.step("reload") as reloading:
+                result = reload_dump(
+                    store,
+                    backup_view(dest, backup_id, raw),
+                    backup_root(backup_id),
+                    target_name=name,
+                    replace_tenant_id=holder,
+                    # One staging id per (backup, name): a rerun after a kill replaces the
+                    # half-loaded staging tenant instead of leaving it behind.
+                    staging_id=staging_id_for(store, backup_id, name),
+                    job_id=backup_id,
+                )
+                reloading.bytes, reloading.rows = result.manifest.bytes, result.rows
+            return result.tenant
+        return restore_physical(
             store,
-            backup_view(dest, backup_id, raw),
-            backup_root(backup_id),
-            target_name=name,
-            replace_tenant_id=holder,
-            # One staging id per (backup, name): a rerun after a kill replaces the
-            # half-loaded staging tenant instead of leaving it behind.
-            staging_id=staging_id_for(store, backup_id, name),
-            job_id=backup_id,
+            dest,
+            backup_id,
+            name,
+            replace_existing=replace,
+            tenant_id=staging_id_for(store, backup_id, name),
         )
-        return result.tenant, time.perf_counter() - started
-    record = restore_physical(
-        store,
-        dest,
-        backup_id,
-        name,
-        replace_existing=replace,
-        tenant_id=staging_id_for(store, backup_id, name),
-    )
-    return record, time.perf_counter() - started

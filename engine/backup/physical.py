@@ -60,11 +60,13 @@ from tenants.errors import (
     NotFound,
 )
 from tenants.handover import hand_over_name
+from tenants.objects.intents import new_intent, record_intent_in
 from tenants.objects.io import copy_object, record_of
 from tenants.objects.reader import digest_of
 from tenants.objects.record import ObjectRecord, add_member, insert_object, object_key
 from tenants.objectstore import ObjectStore
 from tenants.objectstore.object_lock import Lock
+from tenants.observe import events
 from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, new_id, tenant_by_id
@@ -110,9 +112,11 @@ def create_physical(
             stops before its manifest, so it is listed as incomplete.
     """
     started = time.perf_counter()
-    with store.catalog.snapshot() as tx:
+    with events.step("plan") as planning, store.catalog.snapshot() as tx:
         plan = plan_backup(tx, tenant, as_of)
         members = live_members(tx, plan)
+        planning.objects = sum(len(items) for items in members.values())
+        planning.bytes = sum(i.object.bytes for items in members.values() for i in items)
     created_us = wall_now_us()
     if lock is not None:
         track_versions(dest)
@@ -129,7 +133,10 @@ def create_physical(
     stored: dict[str, dict[str, Any]] = {}
     copied = copied_bytes = referenced = rewritten = 0
     work = sum(i.object.bytes for items in members.values() for i in items)
-    with step(f"backing up {plan.source.name}", work) as backing_up:
+    with (
+        events.step("copy") as copying,
+        step(f"backing up {plan.source.name}", work) as backing_up,
+    ):
         for table in plan.tables:
             for item in members.get(table.source_table_id, []):
                 record = item.object
@@ -168,6 +175,33 @@ def create_physical(
                     "table": table.source_table_id,
                 }
                 backing_up.advance(item.object.bytes)
+        copying.objects, copying.bytes = copied, copied_bytes
+    with events.step("manifest") as writing:
+        total = _write_manifest(dest, plan, backup_id, stored, present, created_us, lock)
+        writing.objects, writing.bytes = len(stored), total
+    return PhysicalResult(
+        backup_id,
+        len(stored),
+        copied,
+        copied_bytes,
+        referenced,
+        rewritten,
+        total,
+        time.perf_counter() - started,
+    )
+
+
+def _write_manifest(
+    dest: ObjectStore,
+    plan: RestorePlan,
+    backup_id: str,
+    stored: dict[str, dict[str, Any]],
+    present: dict[str, int],
+    created_us: int,
+    lock: LockPolicy | None,
+) -> int:
+    """Lock the backup's object versions (a vault), write its manifest, forget its
+    pending list; returns the bytes it stores."""
     total = sum(int(v["record"]["bytes"]) for v in stored.values())
     previous = previous_link(dest, plan.source.id)
     if lock is not None:
@@ -235,16 +269,7 @@ def create_physical(
             dest, MARKER, lock.mode, lock.until(created_us), slack=slack_us(lock.retain_us)
         )
     dest.delete_many([f"{backup_root(backup_id)}/{PENDING}"])
-    return PhysicalResult(
-        backup_id,
-        len(stored),
-        copied,
-        copied_bytes,
-        referenced,
-        rewritten,
-        total,
-        time.perf_counter() - started,
-    )
+    return total
 
 
 def previous_objects(dest: ObjectStore, previous: dict[str, Any] | None) -> dict[str, Any]:
@@ -390,27 +415,39 @@ def restore_physical(
                 f"tenant {name!r} exists; restore the backup under another --tenant name, "
                 "or pass --replace"
             )
-    verify_physical(dest, backup_id)
+    with events.step("verify") as verifying:
+        verifying.objects = verify_physical(dest, backup_id)
     dest = objects_of(dest, raw)
     plan = RestorePlan.from_json(json.dumps(raw["plan"]))
     stored = raw["objects"]
     tenant_id = tenant_id or new_id()
     discard_staging(store, tenant_id)  # a killed earlier run's copy, if any
-    with store.catalog.transaction() as tx:
-        insert_staging_tenant(tx, tenant_id, name, tx.commit_ts())
     # Fresh table ids: the same backup may be restored more than once into one catalog.
     fresh = {t.new_table_id: new_id() for t in plan.tables}
     plan = replace(
         plan, tables=tuple(replace(t, new_table_id=fresh[t.new_table_id]) for t in plan.tables)
     )
+    # The copies' keys, for GC if this dies: of the kinds the backup holds.
+    intent = new_intent("backup-restore", {entry["record"]["kind"] for entry in stored.values()})
+    with store.catalog.transaction() as tx:
+        insert_staging_tenant(tx, tenant_id, name, tx.commit_ts())
+        record_intent_in(
+            tx,
+            intent,
+            store.catalog.clock(),
+            [(tenant_id, t.new_table_id) for t in plan.tables],
+        )
     new_table_of = {t.source_table_id: t.new_table_id for t in plan.tables}
     installed: dict[str, list[ObjectRecord]] = {}
     work = sum(int(entry["record"]["bytes"]) for entry in stored.values())
-    with step(f"restoring backup {backup_id}", work) as restoring:
+    with (
+        events.step("copy") as copying,
+        step(f"restoring backup {backup_id}", work) as restoring,
+    ):
         for entry in stored.values():
             table_id = new_table_of[entry["table"]]
             record = ObjectRecord(**entry["record"])
-            object_id = new_id()
+            object_id = intent.new_object_id(record.kind)
             key = object_key(tenant_id, table_id, record.kind, object_id)
             copy_object(
                 dest,
@@ -423,7 +460,8 @@ def restore_physical(
             )
             installed.setdefault(table_id, []).append(replace(record, id=object_id, key=key))
             restoring.advance(record.bytes)
-    with store.catalog.transaction() as tx:
+        copying.objects, copying.bytes = len(stored), work
+    with events.step("install") as installing, store.catalog.transaction() as tx:
         tx.observe_ts(plan.at_ts)  # this deployment's clock may be behind the source's
         ts = tx.commit_ts()
         holder = active_holder_id(tx, name)
@@ -433,6 +471,8 @@ def restore_physical(
             )
         hand_over_name(tx, name, ts, replacing=holder, what=f"restoring backup {backup_id}")
         _install(tx, plan, tenant_id, name, installed, ts, backup_id, holder)
+        intent.finish(tx)
+        installing.objects, installing.bytes = len(stored), work
         return tenant_by_id(tx, tenant_id)
 
 

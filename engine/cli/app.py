@@ -42,6 +42,7 @@ from engine.cli.command_index import INDEX
 from engine.cli.context import CliState
 from engine.cli.entry import version_line
 from engine.cli.lazy_commands import Command, LazyCommands
+from engine.cli.log_format import LogFormatOption, structured_stderr
 from engine.cli.progress import watched
 from tenants import __version__
 from tenants.errors import RewindError
@@ -100,6 +101,11 @@ class RewindGroup(TyperGroup):
         _bare_params(self, ctx)
         try:
             return super().parse_args(ctx, args)
+        except typer.BadParameter as error:  # a root option's parser refused its value
+            refused = _parser_error(error)
+            if refused is None:
+                _usage_error(ctx, error)
+            _report(ctx, refused)
         except typer.TyperException as error:  # an unknown root option, say
             _usage_error(ctx, error)
 
@@ -142,7 +148,7 @@ def _report(ctx: typer.Context, error: RewindError) -> NoReturn:
     if ctx.meta.get("json_errors"):
         render.print_error_json(type(error).__name__, error.message)
     else:
-        render.print_error(error.message)
+        render.print_error(error.message, type(error).__name__)
     raise typer.Exit(EXIT_ERROR) from None
 
 
@@ -170,7 +176,7 @@ def _report_bug(ctx: typer.Context, error: Exception) -> NoReturn:
     if ctx.meta.get("json_errors"):
         render.print_error_json("InternalError", message)
     else:
-        render.print_error(message)
+        render.print_error(message, "InternalError")
     raise typer.Exit(EXIT_ERROR) from None
 
 
@@ -252,7 +258,7 @@ def _usage_error(ctx: typer.Context, error: typer.TyperException) -> NoReturn:
     if ctx.meta.get("json_errors"):
         render.print_error_json(type(error).__name__, message)
     else:
-        render.print_error(message)
+        render.print_error(message, type(error).__name__)
     raise typer.Exit(error.exit_code) from None
 
 
@@ -357,6 +363,7 @@ def root(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print machine-readable JSON.")
     ] = False,
+    log_format: LogFormatOption = "text",
     wide: Annotated[
         bool,
         typer.Option(
@@ -386,11 +393,14 @@ def root(
         json=json_output,
         wide=wide,
         adopt_warehouse=adopt_warehouse,
+        log_format=log_format,
     )
     ctx.obj = state
     ctx.call_on_close(state.close)
     show_spark_logs(verbose)
-    ctx.with_resource(watched(lambda: state.json))
+    ctx.with_resource(structured_stderr(log_format))
+    # Bars on stderr only for a person: not for --json, nor between JSON log lines.
+    ctx.with_resource(watched(lambda: state.json or state.log_format == "json"))
     wide_output = render_layout.WIDE.set(wide)
     ctx.call_on_close(lambda: render_layout.WIDE.reset(wide_output))
 

@@ -11,7 +11,9 @@ one line naming the valid words, exit 1, JSON under ``--json``. A command
 gets the plain string the API takes.
 
 (``--reader`` and ``snapshot drop --kind`` are choices too, typer's own
-enums; a bad word there is typer's usage error, exit 2.)
+enums; a bad word there is typer's usage error, exit 2. The root's
+``--log-format`` is checked the same way, in engine.cli.log_format, which
+every command line imports: this module's imports are not needed there.)
 """
 
 from __future__ import annotations

@@ -89,14 +89,28 @@ INDEX: dict[str, Entry] = {
         "engine.cli.gc_cmds:storage_cmd",
         "Bytes a tenant holds: live, held only by snapshots/PITR, and shared with other tenants.",
     ),
+    "status": Entry(
+        "engine.cli.status_cmds:status_cmd",
+        "Recovery point, objective, snapshots, PITR, backups and jobs of every tenant, "
+        "worst first.",
+    ),
     "export": Entry(
         "engine.cli.export_cmds:export",
         "Export tables as of a snapshot or protected time, as Parquet or an Iceberg table.",
     ),
-    "tenant": Entry("engine.cli.tenant_cmds:app", "Create, list, drop, undrop and purge tenants."),
+    "metrics": Entry(
+        "engine.cli.metrics_cmds:metrics_cmd",
+        "Print Prometheus metrics of every tenant and job, read from the catalog.",
+    ),
+    "tenant": Entry(
+        "engine.cli.tenant_cmds:app",
+        "Create, list, drop, undrop and purge tenants; set their recovery point objective.",
+    ),
     "backup": Entry(
         "engine.cli.backup_cmds:app",
         "Backups that outlive the bucket: logical dumps or physical object copies.",
+        # `backup drill` restores into a scratch deployment and checks it (issue 38).
+        also=(("drill", "engine.cli.drill_cmds:drill_cmd"),),
     ),
     "table": Entry(
         "engine.cli.table_cmds:app",

@@ -44,6 +44,9 @@ class CliState:
     json: bool = False
     wide: bool = False  # --wide: tables at their natural width (engine.cli.render)
     adopt_warehouse: bool = False  # --adopt-warehouse: take over a warehouse another catalog owns
+    log_format: str = (
+        "text"  # --log-format: json prints each job step on stderr (engine.cli.log_format)
+    )
     create: bool = True  # False but for a command in MAY_CREATE (set by cli_state)
     _store: TableStore | None = field(default=None, repr=False)
 

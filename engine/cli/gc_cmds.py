@@ -24,6 +24,7 @@ from tenants.times import format_duration, format_ts, parse_duration
 if TYPE_CHECKING:
     from engine.gc.reclaim import DamagedObject
     from engine.gc.run import GcReport
+    from tenants.objectstore import ObjectInfo
 
 EXIT_DAMAGED = 3  # finished, but found damaged objects (reported, kept)
 
@@ -62,9 +63,29 @@ def gc_cmd(
             help="Full-compact a table when this fraction of its rows is reclaimable.",
         ),
     ] = DEFAULT_THRESHOLD,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="Also find orphans by listing the whole warehouse against the catalog, streamed: "
+            "once for a warehouse written before write intents, then as a periodic audit.",
+        ),
+    ] = False,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--max-seconds",
+            metavar="N",
+            help="Stop cleanly after about N seconds; the next pass goes on from there.",
+        ),
+    ] = None,
     yes: YesOption = False,
 ) -> None:
     """Collect garbage: expired tenants, versions no protected time needs, unreferenced objects, orphans.
+
+    Orphans (uploads no commit registered) are found under the write intents
+    of writers that never committed, without listing the warehouse; --deep
+    lists it all too, for warehouses written before intents.
 
     Without --dry-run it asks first at a terminal, showing what a dry run would
     delete; elsewhere (cron, scripts) it needs --yes.
@@ -72,14 +93,18 @@ def gc_cmd(
     Examples:
       rewind gc --dry-run
       rewind gc --yes
+      rewind gc --deep --dry-run
+      rewind gc --max-seconds 1800 --yes
     """
     from engine.gc.run import check_gc_args, run_gc
+    from engine.gc.time_limit import TimeLimit
 
     state = cli_state(ctx)
     if not 0 <= threshold <= 1:  # also refuses nan
         raise InvalidArgument(f"invalid --threshold {threshold}: use a fraction from 0 to 1")
     grace_us = 0 if grace.strip() in ("0", "0s") else parse_duration(grace)
     orphan_grace_us = 0 if orphan_grace.strip() in ("0", "0s") else parse_duration(orphan_grace)
+    TimeLimit(max_seconds)  # refuses a bad --max-seconds before any I/O
     check_gc_args(
         grace_us=grace_us,
         orphan_grace_us=orphan_grace_us,
@@ -96,6 +121,8 @@ def gc_cmd(
             compact=not no_compact,
             orphan_grace_us=orphan_grace_us,
             threshold=threshold,
+            deep=deep,
+            max_seconds=None if dry_run else max_seconds,
         )
 
     if not dry_run:
@@ -135,6 +162,7 @@ def gc_json(report: GcReport) -> dict[str, Any]:
     c = report.collected
     return {
         "dry_run": report.dry_run,
+        "deep": report.deep,
         "purged_tenants": [p.tenant for p in c.purged],
         "compacted": [
             {
@@ -171,10 +199,14 @@ def gc_json(report: GcReport) -> dict[str, Any]:
             }
             for x in c.candidates
         ],
+        # "objects" lists the first of them by key (engine.gc.collect.SAMPLE); these count all.
+        "objects_total": c.candidate_count,
+        "objects_total_bytes": c.candidate_bytes,
+        "objects_cut": c.candidates_cut,
         "deleted_objects": c.deleted_objects,
         "deleted_bytes": c.deleted_bytes,
         "resumed": c.resumed,
-        "orphans": [{"key": o.key, "bytes": o.size} for o in report.orphans.orphans],
+        "orphans": [{"key": o.key, "bytes": o.size} for o in _orphans(report)],
         "orphans_too_young": report.orphans.too_young,
         "kept_not_ours": list(report.orphans.not_ours),
         "catalog_id": report.catalog_id,
@@ -182,6 +214,7 @@ def gc_json(report: GcReport) -> dict[str, Any]:
             "keys": report.orphans.foreign,
             "tenant_ids": list(report.orphans.foreign_tenants),
         },
+        "intents": _intents_json(report),
         "incomplete_writes": {
             "multipart_uploads_aborted": report.partial.count("multipart"),
             "temp_files_removed": report.partial.count("temp"),
@@ -191,18 +224,77 @@ def gc_json(report: GcReport) -> dict[str, Any]:
         },
         "damaged": damaged_json(report.damaged),
         "seconds": report.seconds,
+        "phases": _phases_json(report),
+        "stopped": report.stopped,
+    }
+
+
+def _phases_json(report: GcReport) -> dict[str, dict[str, Any]]:
+    """What each phase of the pass did, in counts (and its seconds, if it ran)."""
+    c, i, o = report.collected, report.intents, report.orphans
+    phases: dict[str, dict[str, Any]] = {
+        "compact": {
+            "tables_measured": len(report.reclaimable),
+            "tables_compacted": len(report.compacted),
+        },
+        "collect": {
+            "purged_tenants": len(c.purged),
+            "objects": c.candidate_count,
+            "bytes": c.candidate_bytes,
+            "deleted_objects": c.deleted_objects,
+        },
+        "flatten": {"tables": len(report.flattened)},
+        "intents": {
+            "stale": i.stale,
+            "swept": i.forgotten,
+            "keys_listed": i.listed,
+            "orphans": len(i.orphans),
+            "bytes": i.orphan_bytes,
+        },
+        "orphans": {
+            "deep": report.deep,
+            "keys_listed": o.listed,
+            "orphans": len(o.orphans),
+            "bytes": o.orphan_bytes,
+            "incomplete_writes": len(report.partial.stale),
+        },
+    }
+    for name, counts in phases.items():
+        if name in report.seconds:
+            counts["seconds"] = round(report.seconds[name], 3)
+    return phases
+
+
+def _orphans(report: GcReport) -> list[ObjectInfo]:
+    """Every orphan of the pass: under stale write intents, then from the listing."""
+    return list(report.intents.orphans) + list(report.orphans.orphans)
+
+
+def _intents_json(report: GcReport) -> dict[str, Any]:
+    i = report.intents
+    return {
+        "stale": i.stale,
+        "swept": i.forgotten,
+        "waiting": i.waiting,
+        "running_jobs": i.running_jobs,
+        "keys_listed": i.listed,
+        "keys_known": i.known,
+        "orphans": len(i.orphans),
+        "incomplete_writes": len(i.partial),
+        "needs_deep": i.needs_deep and not report.deep,
     }
 
 
 def gc_summary(report: GcReport) -> list[str]:
     """A dry run's findings in counts: the plan shown before ``rewind gc`` asks."""
     c = report.collected
-    objects = len(c.candidates) + len(report.orphans.orphans)
-    size = sum(x.bytes for x in c.candidates) + report.orphans.orphan_bytes
+    orphans = _orphans(report)
+    objects = c.candidate_count + len(orphans)
+    size = c.candidate_bytes + sum(o.size for o in orphans)
     reclaimable = [r for r in report.reclaimable if r.reclaimable_rows]
     return [
         f"a dry run would delete {objects} object(s), {human_bytes(size)} "
-        f"({len(report.orphans.orphans)} of them orphans), purge "
+        f"({len(orphans)} of them orphans), purge "
         f"{len(c.purged)} retired tenant(s) whose retention ended, abort or remove "
         f"{len(report.partial.stale)} incomplete write(s), and finds {len(reclaimable)} "
         "table(s) holding versions no protected time needs (full-compacted past --threshold)",
@@ -219,11 +311,23 @@ def _print_gc(report: GcReport) -> None:
     for x in report.collected.candidates:
         why = f"{x.reason} ({local_time(x.unreferenced_since)})"
         table.add_row(Text(x.key), Text(human_bytes(x.bytes)), Text(why))
+    if report.intents is not None:
+        for o in report.intents.orphans:
+            why = (
+                "orphan: uploaded by a writer that never committed (its intent outlived the grace)"
+            )
+            table.add_row(Text(o.key), Text(human_bytes(o.size)), Text(why))
     for o in report.orphans.orphans:
         why = "orphan: unknown to the catalog, older than the grace"
         table.add_row(Text(o.key), Text(human_bytes(o.size)), Text(why))
     if table.row_count:
         render.show(table)
+    c = report.collected
+    if c.candidates_cut:
+        render.say(
+            f"listed the first {len(c.candidates):,} of {c.candidate_count:,} unreferenced "
+            f"object(s) by key ({human_bytes(c.candidate_bytes)} in all)"
+        )
     for p in report.collected.purged:
         render.say(
             f"purged retired tenant {p.tenant}: {p.memberships_ended} membership(s), {p.snapshots_dropped} snapshot(s)"
@@ -245,15 +349,23 @@ def _print_gc(report: GcReport) -> None:
             f"({f.rows:,} membership row(s) copied)"
         )
     c = report.collected
-    n = len(c.candidates) + len(report.orphans.orphans)
-    size = sum(x.bytes for x in c.candidates) + report.orphans.orphan_bytes
+    orphans = _orphans(report)
+    orphan_bytes = sum(o.size for o in orphans)
+    n = c.candidate_count + len(orphans)
+    size = c.candidate_bytes + orphan_bytes
     if report.dry_run:
         render.say(f"dry run: would delete {n} object(s), {human_bytes(size)}; nothing was changed")
     else:
         render.say(
-            f"deleted {c.deleted_objects + len(report.orphans.orphans)} object(s), "
-            f"{human_bytes(c.deleted_bytes + report.orphans.orphan_bytes)}"
+            f"deleted {c.deleted_objects + len(orphans)} object(s), "
+            f"{human_bytes(c.deleted_bytes + orphan_bytes)}"
             + (f" ({c.resumed} finished from an earlier run)" if c.resumed else "")
+        )
+    _print_intents(report)
+    if report.stopped:
+        render.say(
+            f"stopped at --max-seconds in the {report.stopped} phase: the next `rewind gc` goes "
+            "on from there (nothing is half done)"
         )
     if report.orphans.too_young:
         render.say(f"kept {report.orphans.too_young} unknown key(s) younger than the grace period")
@@ -274,6 +386,24 @@ def _print_gc(report: GcReport) -> None:
         )
     for d in report.damaged:
         render.say(f"damaged, kept, table not compacted: {d.tenant}/{d.table} {d.key}: {d.error}")
+
+
+def _print_intents(report: GcReport) -> None:
+    i = report.intents
+    if i.stale:
+        verb = "would sweep" if report.dry_run else "swept"
+        render.say(
+            f"{verb} {i.stale - i.running_jobs} write intent(s) older than the orphan grace "
+            f"({i.listed} key(s) under them, {i.known} registered)"
+            + (f"; {i.waiting} kept for the next pass (keys still young)" if i.waiting else "")
+        )
+    if i.running_jobs:
+        render.say(f"left {i.running_jobs} intent(s) of restore jobs still running or resumable")
+    if i.needs_deep and not report.deep:
+        render.say(
+            "this warehouse was written before write intents: run `rewind gc --deep` once to "
+            "find orphans older than them"
+        )
 
 
 def storage_cmd(

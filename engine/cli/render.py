@@ -18,7 +18,7 @@ import base64
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
 from itertools import groupby
@@ -28,6 +28,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from engine.cli import log_format
 from engine.cli.render_layout import (
     WIDE,
     Stack,
@@ -40,7 +41,7 @@ from engine.cli.render_layout import (
     wrapping,
 )
 from tenants.redaction import redact
-from tenants.times import format_ts
+from tenants.times import format_duration, format_ts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -81,13 +82,17 @@ def say(message: str) -> None:
     stdout().print(Text(message), soft_wrap=True)
 
 
-def print_error(message: str) -> None:
-    """The one-line red error every failed command ends with, on stderr.
+def print_error(message: str, kind: str | None = None) -> None:
+    """The one-line red error every failed command ends with, on stderr (under
+    ``--log-format json``, one JSON line naming the error's ``kind``).
 
     ``soft_wrap`` keeps it one line whatever the terminal width, so scripts
     can grep it and tests can count it. Any secret in it is redacted
     (tenants.redaction): an error often quotes the URI it could not open.
     """
+    if log_format.stderr_json():
+        log_format.print_line("error", message, kind)
+        return
     one_line = " ".join(redact(message).split())
     stderr().print(Text(f"error: {one_line}", style="bold red"), soft_wrap=True)
 
@@ -110,6 +115,12 @@ def print_traceback(error: BaseException) -> None:
     quote the URI it was given, password and all; no locals are shown, as they
     can hold credentials (S3 settings).
     """
+    if log_format.stderr_json():  # --log-format json: one JSON line, no rich panel
+        import traceback
+
+        frames = "".join(traceback.format_exception(error))
+        log_format.print_traceback_line(type(error).__name__, redact(frames))
+        return
     from rich.traceback import Traceback
 
     trace = Traceback.extract(type(error), error, error.__traceback__, show_locals=False)
@@ -128,7 +139,10 @@ def _redacted_trace(trace: Trace) -> Trace:
 
 def warn(message: str) -> None:
     """One yellow ``warning:`` line on stderr: something the user should act on,
-    while the command itself succeeded."""
+    while the command itself succeeded (under ``--log-format json``, one JSON line)."""
+    if log_format.stderr_json():
+        log_format.print_line("warning", message)
+        return
     one_line = " ".join(redact(message).split())
     stderr().print(Text(f"warning: {one_line}", style="yellow"), soft_wrap=True)
 
@@ -305,14 +319,19 @@ def plural(n: int, noun: str) -> str:
 _TENANT_TIMES = Stack(("created", "dropped"), header="times", labels=("created", "dropped"))
 
 
-def tenants_table(tenants: Sequence[TenantRecord]) -> Table:
+def tenants_table(
+    tenants: Sequence[TenantRecord], *, objectives: Mapping[str, int] | None = None
+) -> Table:
     """One tenant a row, named ``name@id`` (what ``undrop`` and every command
     take). When one was dropped, its times stack in one cell, labelled, so a
-    tenant still fits on one line."""
+    tenant still fits on one line. ``objectives`` (recovery point objectives in
+    µs by name) adds their column, shown for active tenants."""
     table = titled("tenants", caption=f"{len(tenants)} tenant(s)")
     any_dropped = any(t.dropped_ts is not None for t in tenants)
     wrapping(table, "tenant")
     fixed(table, "state")
+    if objectives is not None:
+        fixed(table, "rpo", right=True)
     if any_dropped:
         _TENANT_TIMES.add_to(table)
     else:
@@ -320,6 +339,9 @@ def tenants_table(tenants: Sequence[TenantRecord]) -> Table:
     for t in tenants:
         state = Text(t.state, style="green" if t.state == "active" else "dim")
         cells: list[Any] = [t.ref, state]
+        if objectives is not None:
+            rpo = objectives.get(t.name) if t.state == "active" else None
+            cells.append("" if rpo is None else format_duration(rpo))
         if any_dropped:
             cells += _TENANT_TIMES.cells(
                 local_time(t.created_ts), local_time_or_blank(t.dropped_ts)

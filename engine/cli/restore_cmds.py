@@ -49,6 +49,7 @@ from engine.cli.restore_render import (
 from engine.pipeline import Installed, RestorePlan
 from tenants.errors import InvalidArgument
 from tenants.names import tenant_name
+from tenants.observe import events
 from tenants.store import TableStore
 from tenants.times import format_ts, typed_ts
 
@@ -139,6 +140,7 @@ def restore_tenant_cmd(
         snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
     )
     store = state.store()
+    ctx.with_resource(events.job("restore", tenant))  # a failed plan's event names the tenant
 
     def make_plan() -> RestorePlan:
         return plan_restore(store.catalog, tenant, point, to=to)

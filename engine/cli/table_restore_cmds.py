@@ -35,6 +35,7 @@ from engine.cli.restore_render import plan_json, plan_table
 from engine.pipeline import ExecutorName, RestorePlan, VerifyLevel
 from tenants.errors import InvalidArgument
 from tenants.names import object_name, tenant_name
+from tenants.observe import events
 from tenants.store import TableStore
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ def restore_table_cmd(
     if keys is not None or where is not None:
         _restore_keys(store, tenant, table, point, keys, where, dry_run, yes, as_json)
         return
+    ctx.with_resource(events.job("table_restore", tenant))  # the plan's event names it
     _run(
         store,
         lambda: plan_table_restore(
@@ -233,6 +235,7 @@ def restore_database_cmd(
         snapshot, at, before, lambda: before_commit(state.store().catalog, tenant, before or "")
     )
     store = state.store()
+    ctx.with_resource(events.job("table_restore", tenant))  # the plan's event names it
     _run(
         store,
         lambda: plan_database_restore(
@@ -276,6 +279,7 @@ def undrop_cmd(
     if as_name is not None:
         table_arg(as_name)
     store = state.store()
+    ctx.with_resource(events.job("table_restore", tenant))  # the plan's event names it
     _run(  # as engine.restore.tables.undrop_table: rewrite first
         store,
         lambda: plan_table_restore(store.catalog, tenant, table, None, to=as_name, undrop=True),

@@ -1,4 +1,4 @@
-"""``rewind tenant create|list|drop|undrop|purge``."""
+"""``rewind tenant create|list|set|drop|undrop|purge``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ from engine.cli.confirm import YesOption, confirm
 from engine.cli.context import cli_state, new_tenant_arg, tenant_arg
 from engine.cli.render_layout import local_time
 from tenants.errors import InvalidArgument
+from tenants.times import format_duration
 
-app = typer.Typer(help="Create, list, drop, undrop and purge tenants.", no_args_is_help=True)
+app = typer.Typer(
+    help="Create, list, drop, undrop and purge tenants; set their recovery point objective.",
+    no_args_is_help=True,
+)
 
 TenantName = Annotated[
     str, typer.Argument(metavar="NAME", help="Tenant name, e.g. acme.", show_default=False)
@@ -46,12 +50,70 @@ def list_(
     ] = False,
 ) -> None:
     """List tenants (active ones, or all with --all)."""
+    from engine.operations.objectives import recovery_objectives
+
     state = cli_state(ctx)
     tenants = state.store().tenants(include_dropped=include_dropped)
+    objectives = recovery_objectives(state.store())
     if state.json:
-        render.emit_json([render.tenant_json(t) for t in tenants])
+        render.emit_json(
+            [
+                render.tenant_json(t)
+                | {"rpo_us": objectives.get(t.name) if t.state == "active" else None}
+                for t in tenants
+            ]
+        )
     else:
-        render.show(render.tenants_table(tenants))
+        render.show(render.tenants_table(tenants, objectives=objectives))
+
+
+@app.command("set")
+def set_(
+    ctx: typer.Context,
+    tenant: Annotated[
+        str, typer.Argument(metavar="TENANT", help="An active tenant.", show_default=False)
+    ],
+    rpo: Annotated[
+        str | None,
+        typer.Option(
+            "--rpo",
+            metavar="DURATION|off",
+            help="Recovery point objective: the newest backup's point may be at most this "
+            "old, e.g. 1h or 1d; 'off' removes it. `rewind status` checks it.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Set a tenant's recovery point objective (`--rpo 1h`; `--rpo off` removes it).
+
+    Example:
+      rewind tenant set acme --rpo 1h
+    """
+    from engine.operations.objectives import parse_rpo, set_recovery_objective
+
+    state = cli_state(ctx)
+    tenant_arg(tenant)
+    if rpo is None:
+        raise InvalidArgument(
+            f"nothing to set for tenant {tenant!r}: give --rpo DURATION (e.g. 1h) or --rpo off"
+        )
+    parse_rpo(rpo)  # a bad value is refused before the catalog opens
+    rpo_us = set_recovery_objective(state.store(), tenant, rpo)
+    if state.json:
+        render.emit_json(
+            {
+                "tenant": tenant,
+                "rpo_us": rpo_us,
+                "rpo": None if rpo_us is None else format_duration(rpo_us),
+            }
+        )
+    elif rpo_us is None:
+        render.say(f"tenant {tenant} has no recovery point objective now")
+    else:
+        render.say(
+            f"recovery point objective of {tenant}: {format_duration(rpo_us)} "
+            "(`rewind status` exits 3 while its newest backup is older)"
+        )
 
 
 @app.command("drop")

@@ -43,3 +43,9 @@ def aged(since_us: int, grace_us: int, now_us: int) -> bool:
     ``allow_short_grace``) asks for no age at all: the caller is sure nothing is
     in flight, so a commit ts or object store time a few µs ahead of the clock counts."""
     return grace_us <= 0 or since_us + grace_us <= now_us
+
+
+def aged_cutoff(grace_us: int, now_us: int) -> int | None:
+    """The newest ``since_us`` that :func:`aged` accepts at ``now_us`` (None: any),
+    so that SQL can apply the same test to every candidate at once."""
+    return None if grace_us <= 0 else now_us - grace_us

@@ -40,10 +40,19 @@ class PartialReport:
 
 
 def sweep_partial_writes(
-    catalog: Catalog, objects: ObjectStore, *, grace_us: int, owner: Ownership, dry_run: bool = True
+    catalog: Catalog,
+    objects: ObjectStore,
+    *,
+    grace_us: int,
+    owner: Ownership,
+    dry_run: bool = True,
+    prefixes: tuple[str, ...] = SWEPT_PREFIXES,
 ) -> PartialReport:
-    """Abort our incomplete uploads and remove our temp files older than ``grace_us``."""
-    found = [w for prefix in SWEPT_PREFIXES for w in objects.partial_writes(prefix)]
+    """Abort our incomplete uploads and remove our temp files older than ``grace_us``
+    under ``prefixes`` (all of ours by default: a deep pass; an ordinary pass
+    sweeps ``staging/`` here and the tables' own under their writers' intents,
+    engine/gc/intents.py, since on ``file://`` this walks every directory)."""
+    found = [w for prefix in prefixes for w in objects.partial_writes(prefix)]
     now = real_now(catalog)
     stale = []
     too_young = not_ours = 0

@@ -21,11 +21,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from engine.gc.clocks import real_now
 from engine.gc.collect import DEFAULT_GRACE_US, CollectReport, collect
+from engine.gc.deep import deep_sweep
+from engine.gc.dumps import PREFIX as DUMPS
+from engine.gc.dumps import sweep_dumps
 from engine.gc.flatten import Flattened, flatten_chains
-from engine.gc.orphans import OrphanReport, sweep_orphans
+from engine.gc.intents import IntentReport, sweep_intents
+from engine.gc.orphans import OrphanReport
 from engine.gc.ownership import ownership
-from engine.gc.partial import PartialReport, sweep_partial_writes
+from engine.gc.partial import SWEPT_PREFIXES, PartialReport, sweep_partial_writes
 from engine.gc.reclaim import (
     DEFAULT_THRESHOLD,
     DamagedObject,
@@ -33,8 +38,12 @@ from engine.gc.reclaim import (
     compact_reclaimable,
     scan,
 )
+from engine.gc.time_limit import TimeLimit
+from engine.operations.runs import journaled
+from tenants.catalog.intents import record_deep_sweep
 from tenants.compaction import CompactionResult
 from tenants.errors import InvalidArgument
+from tenants.observe import events
 from tenants.store import TableStore
 from tenants.times import US, format_duration
 
@@ -53,6 +62,9 @@ class GcReport:
     damaged: tuple[DamagedObject, ...] = ()  # reported, kept, and their tables not compacted
     seconds: dict[str, float] = field(default_factory=dict)
     flattened: tuple[Flattened, ...] = ()  # inherited levels now read from own rows
+    intents: IntentReport = field(default_factory=IntentReport.nothing)  # stale intents swept
+    deep: bool = False  # the whole warehouse was listed for orphans
+    stopped: str | None = None  # --max-seconds ran out: the phase the pass stopped in
 
 
 def check_gc_args(
@@ -88,10 +100,19 @@ def run_gc(
     compact: bool = True,
     threshold: float = DEFAULT_THRESHOLD,
     orphan_grace_us: int = DEFAULT_ORPHAN_GRACE_US,
+    deep: bool = False,
+    max_seconds: float | None = None,
 ) -> GcReport:
     """One GC pass. Objects unreferenced for ``grace_us`` are collected; unknown keys
     are swept only after ``orphan_grace_us`` (at least ``grace_us``), since a long
-    compaction or restore may still be about to register them.
+    compaction or restore may still be about to register them: those under the
+    write intents older than that (engine/gc/intents.py) and, with ``deep``,
+    every key of the warehouse the catalog does not know (the full, streamed listing
+    of engine/gc/deep.py). Only objects the catalog queued as possibly freed are
+    examined for collection; ``deep`` examines every object too (the audit).
+    ``max_seconds`` stops the pass between units of work once it has run that
+    long (engine/gc/time_limit.py): ``stopped`` names the phase, and the next
+    pass goes on from there.
 
     Raises:
         InvalidArgument: a grace period under the minimum without
@@ -105,40 +126,143 @@ def run_gc(
         allow_short_grace=allow_short_grace,
         threshold=threshold,
     )
+
+    def one_pass(dry_run: bool) -> GcReport:
+        return _gc_pass(
+            store,
+            dry_run=dry_run,
+            grace_us=grace_us,
+            compact=compact,
+            threshold=threshold,
+            orphan_grace_us=orphan_grace_us,
+            deep=deep,
+            max_seconds=max_seconds,
+        )
+
+    if dry_run:
+        with events.job("gc"):  # each phase an event (tenants.observe.events)
+            return one_pass(True)
+    method = "deep" if deep else "default"
+    with (
+        journaled(store.catalog, "gc", method=method) as run,
+        events.job("gc", job_id=run.run_id),  # the pass's events name its journaled run
+    ):
+        report = one_pass(False)
+        orphans = (*report.orphans.orphans, *report.intents.orphans)
+        run.objects = report.collected.deleted_objects + len(orphans)
+        run.bytes = report.collected.deleted_bytes + sum(o.size for o in orphans)
+        return report
+
+
+def _gc_pass(
+    store: TableStore,
+    *,
+    dry_run: bool = True,
+    grace_us: int = DEFAULT_GRACE_US,
+    compact: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+    orphan_grace_us: int = DEFAULT_ORPHAN_GRACE_US,
+    deep: bool = False,
+    max_seconds: float | None = None,
+) -> GcReport:
+    """The pass :func:`run_gc` journals (its arguments checked); each phase ends
+    in one event of the caller's GC job (tenants.observe.events)."""
+    limit = TimeLimit(max_seconds)
     seconds: dict[str, float] = {}
+    stopped: str | None = None
     owner = ownership(store.catalog, store.objects)  # before anything is collected
     clock = time.perf_counter()
-    found = scan(store.catalog, store.objects) if compact else []
-    damaged = [d for item in found for d in item.damaged]
     compacted: list[tuple[Reclaimable, CompactionResult]] = []
-    if not dry_run:
-        compacted, failed = compact_reclaimable(
-            store.catalog, store.objects, found, threshold=threshold
-        )
-        damaged += failed
+    cut: list[bool] = []  # set when --max-seconds left tables uncompacted
+
+    def stop_compacting() -> bool:
+        if limit.up():
+            cut.append(True)
+        return bool(cut)
+
+    with events.step("compact") as compacting:
+        found = scan(store.catalog, store.objects, remember=not dry_run) if compact else []
+        damaged = [d for item in found for d in item.damaged]
+        if not dry_run:
+            compacted, failed = compact_reclaimable(
+                store.catalog, store.objects, found, threshold=threshold, stop=stop_compacting
+            )
+            damaged += failed
+        compacting.objects = sum(result.inputs for _, result in compacted)
+        compacting.bytes = sum(result.bytes_out for _, result in compacted)
+        compacting.rows = sum(result.rows for _, result in compacted)
+        compacting.stopped = bool(cut)
     seconds["compact"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    collected = collect(store.catalog, store.objects, grace_us=grace_us, dry_run=dry_run)
-    seconds["collect"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    flattened = flatten_chains(store.catalog, dry_run=dry_run)
-    seconds["flatten"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    orphans = sweep_orphans(
-        store.catalog,
-        store.objects,
-        grace_us=max(grace_us, orphan_grace_us),
-        dry_run=dry_run,
-        owner=owner,
-    )  # known keys read again: compaction above registered new objects
-    partial = sweep_partial_writes(
-        store.catalog,
-        store.objects,
-        grace_us=max(grace_us, orphan_grace_us),
-        owner=owner,
-        dry_run=dry_run,
-    )
-    seconds["orphans"] = time.perf_counter() - clock
+    collected = CollectReport(dry_run, (), ())
+    flattened: list[Flattened] = []
+    intents = IntentReport.nothing()
+    orphans = OrphanReport(dry_run, 0, 0, (), 0, ())
+    partial = PartialReport(dry_run, 0, (), 0, 0)
+    orphan_grace = max(grace_us, orphan_grace_us)
+    for phase in ("collect", "flatten", "intents", "orphans"):
+        if cut:
+            stopped = "compact"
+            break
+        if limit.up():
+            stopped = phase
+            break
+        clock = time.perf_counter()
+        with events.step(phase) as measure:
+            if phase == "collect":
+                collected = collect(
+                    store.catalog,
+                    store.objects,
+                    grace_us=grace_us,
+                    dry_run=dry_run,
+                    full_scan=deep,  # the audit: every object, not only the queued ones
+                    stop=limit.up,
+                )
+            elif phase == "flatten":
+                flattened = flatten_chains(store.catalog, dry_run=dry_run)
+            elif phase == "intents":
+                intents = sweep_intents(
+                    store.catalog,
+                    store.objects,
+                    grace_us=orphan_grace,
+                    owner=owner,
+                    dry_run=dry_run,
+                    stop=limit.up,
+                )
+            elif deep:  # every key of the warehouse against the catalog's
+                orphans = deep_sweep(
+                    store.catalog,
+                    store.objects,
+                    grace_us=orphan_grace,
+                    dry_run=dry_run,
+                    owner=owner,
+                )  # known keys read again: compaction above registered new objects
+            else:  # only the dumps of logical restores: tables' orphans are under intents
+                orphans = sweep_dumps(
+                    store.catalog,
+                    store.objects,
+                    grace_us=orphan_grace,
+                    dry_run=dry_run,
+                    owner=owner,
+                )
+            if phase == "orphans":
+                partial = sweep_partial_writes(
+                    store.catalog,
+                    store.objects,
+                    grace_us=orphan_grace,
+                    owner=owner,
+                    dry_run=dry_run,
+                    prefixes=SWEPT_PREFIXES if deep else (DUMPS,),
+                )
+                if deep and not dry_run:
+                    with store.catalog.transaction() as tx:
+                        record_deep_sweep(tx, real_now(store.catalog))
+            measure.objects, measure.bytes, measure.rows, measure.stopped = _did(
+                phase, collected, flattened, intents, orphans, partial
+            )
+        seconds[phase] = time.perf_counter() - clock
+        if (phase == "intents" and intents.stopped) or (phase == "collect" and collected.stopped):
+            stopped = phase  # time ran out between batches: the rest waits for the next pass
+            break
     return GcReport(
         dry_run,
         tuple(found),
@@ -150,4 +274,32 @@ def run_gc(
         tuple(damaged),
         seconds,
         tuple(flattened),
+        intents,
+        deep,
+        stopped,
     )
+
+
+def _did(
+    phase: str,
+    collected: CollectReport,
+    flattened: list[Flattened],
+    intents: IntentReport,
+    orphans: OrphanReport,
+    partial: PartialReport,
+) -> tuple[int | None, int | None, int | None, bool]:
+    """What ``phase`` deleted (in a dry run: would delete), as its event's
+    (objects, bytes, rows, stopped short)."""
+    if phase == "collect":
+        c = collected
+        done = (
+            (c.candidate_count, c.candidate_bytes)
+            if c.dry_run
+            else (c.deleted_objects, c.deleted_bytes)
+        )
+        return *done, None, c.stopped
+    if phase == "flatten":
+        return None, None, sum(f.rows for f in flattened), False
+    if phase == "intents":
+        return len(intents.orphans), intents.orphan_bytes, None, intents.stopped
+    return len(orphans.orphans) + len(partial.stale), orphans.orphan_bytes, None, False

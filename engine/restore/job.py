@@ -73,6 +73,7 @@ from tenants.catalog import Tx
 from tenants.catalog.engine.jobs import end_lease, mark_installed
 from tenants.catalog.engine.pins import release_pins
 from tenants.errors import InvalidArgument, RewindError
+from tenants.observe import events
 from tenants.progress import step
 from tenants.store import TableStore
 from tenants.tenancy import TenantRecord, tenant_by_id
@@ -84,6 +85,8 @@ PLAN_ATTEMPTS = 3
 Progress = Callable[[RewriteResult], None]
 # Told as soon as an instant job's tenant is installed (usable), before the rewrite.
 OnInstalled = Callable[[Installed], None]
+# A step that ends in one of these was stopped (on request, or taken over), not failed.
+STOPS: tuple[type[BaseException], ...] = (StopRequested, LeaseLost)
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,10 @@ def propose(
     """
     check_method(method)
     started = time.perf_counter()
-    plan = make_plan()
+    with events.step("plan") as planning:
+        plan = make_plan()
+        planning.about = job_scope(plan)
+        planning.objects, planning.bytes = _planned(plan)
     planned = time.perf_counter() - started
     chosen, method_reason = choose_method(method, plan)
     choice = executors.decide(executor, plan.totals()["rewrite"][1])
@@ -197,19 +203,20 @@ def restore_tenant(
         RestoreInProgress: the tenant already has an unfinished restore job.
         RewindError: a step failed; the job is ``failed`` and resumable.
     """
-    return run_restore(
-        store,
-        lambda: plan_restore(store.catalog, tenant, as_of, to=to),
-        executor=executor,
-        verify=verify,
-        method=method,
-        progress=progress,
-        executors=executors,
-        instant=instant,
-        wait=wait,
-        on_installed=on_installed,
-        on_started=on_started,
-    )
+    with events.job("restore", tenant):
+        return run_restore(
+            store,
+            lambda: plan_restore(store.catalog, tenant, as_of, to=to),
+            executor=executor,
+            verify=verify,
+            method=method,
+            progress=progress,
+            executors=executors,
+            instant=instant,
+            wait=wait,
+            on_installed=on_installed,
+            on_started=on_started,
+        )
 
 
 def run_restore(
@@ -387,8 +394,10 @@ def _run(
     *,
     wait: bool = True,
 ) -> RestoreOutcome:
-    """Run the job under ``lease`` (held by this process; closed on the way out)."""
-    with lease:
+    """Run the job under ``lease`` (held by this process; closed on the way out).
+    Each step ends in one event (tenants.observe.events), in the job's scope."""
+    scope = job_scope(job.plan)
+    with lease, events.job(scope.kind, scope.tenant, scope.job_id):
         try:
             if job.method == "logical":
                 return _run_logical(store, job, lease, seconds)
@@ -437,18 +446,21 @@ def _run_physical(
     lease.poll()
     set_state(catalog, job.id, "rewriting", expect=ACTIVE_STATES, holder=holder)
 
-    with _timed(seconds, "rewrite"):
+    with _timed(seconds, "rewrite") as rewriting:
         results, executor_name = _rewrite(store, job, lease, progress, executors)
+        rewriting.objects, rewriting.bytes = _written(results)
     lease.poll()
     finish(catalog, job, "rewrite", results, holder=holder)
 
-    with _timed(seconds, "verify"):
+    with _timed(seconds, "verify") as verifying:
         verified = verify_step(catalog, store.objects, plan, results, check_level(job.verify))
+        verifying.objects = verified.objects
     lease.poll()
     finish(catalog, job, "verify", verified, holder=holder)
 
-    with _timed(seconds, "install"):
+    with _timed(seconds, "install") as installing:
         installed = install(catalog, plan, results, holder=holder)
+        installing.objects, installing.bytes = _planned(plan)
     log.info(
         "tenant %s: restore job %s installed as %s", plan.source.ref, job.id, installed.tenant.ref
     )
@@ -480,8 +492,9 @@ def _run_instant(
             verify_installable(catalog, store.objects, plan, check_level(job.verify))
         lease.poll()
         set_state(catalog, job.id, "installing", expect=ACTIVE_STATES, holder=holder)
-        with _timed(seconds, "install"):
+        with _timed(seconds, "install") as installing:
             installed = install(catalog, plan, [], holder=holder, instant=True)
+            installing.objects, installing.bytes = _planned(plan)
         log.info(
             "tenant %s: restore job %s installed %s before its rewrite: %d straddling object(s) "
             "read through a cut at ts %d until swapped",
@@ -505,11 +518,12 @@ def _run_instant(
             instant=True,
             rewrite_pending=True,
         )
-    with _timed(seconds, "rewrite"):
+    with _timed(seconds, "rewrite") as rewriting:
         results, executor_name = _rewrite(store, job, lease, progress, executors)
+        rewriting.objects, rewriting.bytes = _written(results)
     lease.poll()
     finish(catalog, job, "rewrite", results, holder=holder)
-    with _timed(seconds, "verify"):
+    with _timed(seconds, "verify") as verifying:
         # Only the copies a swap may still install: one swapped in before a kill
         # was verified then, and a compaction and GC may have taken it since.
         pending = still_cut(catalog, plan, results)
@@ -517,10 +531,12 @@ def _run_instant(
         if level == "full" and len(pending) < len(results):
             level = "objects"  # the whole-table check needs every copy; each is checked
         verified = verify_step(catalog, store.objects, plan, pending, level)
+        verifying.objects = verified.objects
     lease.poll()
     finish(catalog, job, "verify", verified, holder=holder)
-    with _timed(seconds, "swap"):
+    with _timed(seconds, "swap") as swapping:
         swap_rewrites(catalog, store.objects, plan, results, holder=holder, checkpoint=lease.poll)
+        swapping.objects, swapping.bytes = _written(results)
     log.info(
         "tenant %s: restore job %s swapped in %d rewritten object(s); done",
         plan.source.ref,
@@ -586,12 +602,32 @@ def _outcome(
 
 
 @contextmanager
-def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
+def _timed(seconds: dict[str, float], name: str) -> Iterator[events.Measure]:
+    """A step of the job: its seconds into ``seconds`` (the outcome's), and its event."""
     started = time.perf_counter()
     try:
-        yield
+        with events.step(name, stops=STOPS) as measure:
+            yield measure
     finally:
-        seconds[step] = time.perf_counter() - started
+        seconds[name] = time.perf_counter() - started
+
+
+def job_scope(plan: RestorePlan) -> events.JobScope:
+    """The job a restore plan's steps belong to: a tenant's restore, or a table's
+    or database's (``table_restore``), named by its source tenant and job id."""
+    kind: events.JobKind = "restore" if plan.scope == "tenant" else "table_restore"
+    return events.JobScope(kind, plan.source.name, plan.job_id)
+
+
+def _planned(plan: RestorePlan) -> tuple[int, int]:
+    """(objects, bytes) the restored tables hold: reused and rewritten."""
+    totals = plan.totals()
+    return totals["reuse"][0] + totals["rewrite"][0], totals["reuse"][1] + totals["rewrite"][1]
+
+
+def _written(results: list[RewriteResult]) -> tuple[int, int]:
+    """(objects, bytes) a rewrite wrote."""
+    return len(results), sum(r.output.bytes for r in results)
 
 
 def _run_logical(
@@ -607,11 +643,12 @@ def _run_logical(
     holder = lease.holder
     lease.poll()
     set_state(store.catalog, job.id, "rewriting", expect=ACTIVE_STATES, holder=holder)
-    with _timed(seconds, "dump"):
+    with _timed(seconds, "dump") as dumping:
         source = source_at(store.catalog, plan)
         manifest = ensure_dump(
             store, source, root, reader="spark" if job.executor == "spark" else "local"
         )
+        dumping.bytes, dumping.rows = manifest.bytes, manifest.rows
     lease.poll()
     set_state(store.catalog, job.id, "installing", expect=("rewriting",), holder=holder)
 
@@ -620,8 +657,9 @@ def _run_logical(
         release_pins(tx, job.id)
         mark_installed(tx, job.id, tx.commit_ts())
 
-    with _timed(seconds, "reload"):
+    with _timed(seconds, "reload") as reloading:
         tenant = reload_as_restore(store, plan, root, on_swap=mark_done, checkpoint=lease.check)
+        reloading.bytes, reloading.rows = manifest.bytes, manifest.rows
     return RestoreOutcome(
         job_id=job.id,
         plan=plan,

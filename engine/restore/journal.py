@@ -34,8 +34,10 @@ from tenants.catalog.engine.jobs import (
     unfinished_job_on,
 )
 from tenants.catalog.engine.table_restore import lock_tables
+from tenants.catalog.intents import end_job_intents
 from tenants.errors import InvalidArgument, NotFound, RestoreInProgress
 from tenants.names import job_id as checked_job_id
+from tenants.objects.intents import new_intent, record_intent_in
 from tenants.times import format_ts
 
 log = logging.getLogger(__name__)
@@ -156,6 +158,12 @@ def start_job(
         insert_plan(tx, plan.job_id, plan.to_json())
         insert_tasks(tx, plan.job_id, [t.task_id for t in plan.tasks])
         pin_plan(tx, plan)
+        if plan.tasks:
+            # Its outputs' keys are in the plan: if the job is cancelled and dies
+            # before deleting them, GC finds them from here (engine/gc/intents.py).
+            record_intent_in(
+                tx, new_intent("restore", ()), tx.catalog.clock(), [], job_id=plan.job_id
+            )
         row = job_row(tx, plan.job_id)
         assert row is not None
         return JobRecord.from_row(row, plan)
@@ -234,6 +242,8 @@ def transition(
         end_lease=state in STOPPED_STATES,
         holder=holder,
     )
+    if changed == 1 and state == "done":
+        end_job_intents(tx, job_id)  # every output is installed, or deleted before
     if changed != 1:
         row = job_state_and_holder(tx, job_id)
         if row is None:

@@ -27,6 +27,8 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -114,6 +116,20 @@ def _process_start(pid: int) -> str:
         return ""
     fields = stat[stat.rfind(")") + 2 :].split()
     return fields[19] if len(fields) > 19 else ""
+
+
+@contextmanager
+def held(holder: str) -> Iterator[None]:
+    """Count ``holder`` (a :class:`Holder`'s text) as live in this process for the
+    body: :func:`holder_alive` asked here answers True while it runs."""
+    token = holder.rsplit(":", 1)[1]
+    with _ACTIVE_LOCK:
+        _ACTIVE.add(token)
+    try:
+        yield
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.discard(token)
 
 
 def holder_alive(text: str) -> bool | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from engine.pipeline import ExecutorName, VerifyLevel
 from engine.restore.job import OnInstalled, Progress, RestoreOutcome, run_restore
 from engine.restore.table_plan import plan_database_restore, plan_table_restore
+from tenants.observe import events
 from tenants.store import TableStore
 from tenants.times import AsOf
 
@@ -43,17 +44,20 @@ def restore_table(
         RestoreInProgress: the target tenant has an unfinished restore job.
         RewindError: a step failed; the job is ``failed`` and resumable.
     """
-    return run_restore(
-        store,
-        lambda: plan_table_restore(store.catalog, tenant, table, as_of, to=to, to_tenant=to_tenant),
-        executor=executor,
-        verify=verify,
-        method="physical",
-        progress=progress,
-        instant=instant,
-        wait=wait,
-        on_installed=on_installed,
-    )
+    with events.job("table_restore", tenant):
+        return run_restore(
+            store,
+            lambda: plan_table_restore(
+                store.catalog, tenant, table, as_of, to=to, to_tenant=to_tenant
+            ),
+            executor=executor,
+            verify=verify,
+            method="physical",
+            progress=progress,
+            instant=instant,
+            wait=wait,
+            on_installed=on_installed,
+        )
 
 
 def restore_database(
@@ -75,19 +79,20 @@ def restore_database(
     created after it are dropped, tables dropped since come back. ``to`` and
     ``to_tenant``, ``instant``, ``wait`` and ``on_installed`` as for
     :func:`restore_table` (a new database)."""
-    return run_restore(
-        store,
-        lambda: plan_database_restore(
-            store.catalog, tenant, database, as_of, to=to, to_tenant=to_tenant
-        ),
-        executor=executor,
-        verify=verify,
-        method="physical",
-        progress=progress,
-        instant=instant,
-        wait=wait,
-        on_installed=on_installed,
-    )
+    with events.job("table_restore", tenant):
+        return run_restore(
+            store,
+            lambda: plan_database_restore(
+                store.catalog, tenant, database, as_of, to=to, to_tenant=to_tenant
+            ),
+            executor=executor,
+            verify=verify,
+            method="physical",
+            progress=progress,
+            instant=instant,
+            wait=wait,
+            on_installed=on_installed,
+        )
 
 
 def undrop_table(
@@ -109,10 +114,11 @@ def undrop_table(
         UnprotectedTime: its history is no longer retained.
         AlreadyExists: a live table has the name (undrop it ``as_name``).
     """
-    return run_restore(
-        store,
-        lambda: plan_table_restore(store.catalog, tenant, table, None, to=as_name, undrop=True),
-        executor=executor,
-        verify=verify,
-        method="physical",
-    )
+    with events.job("table_restore", tenant):
+        return run_restore(
+            store,
+            lambda: plan_table_restore(store.catalog, tenant, table, None, to=as_name, undrop=True),
+            executor=executor,
+            verify=verify,
+            method="physical",
+        )

@@ -11,7 +11,7 @@ a batch job has nobody to ask). ``--instant`` prints the line saying the
 tenant is usable as soon as it is installed, then rewrites on the cluster;
 with ``--no-wait`` the job ends at the install, and ``--resume JOB`` (another
 submit, or ``rewind`` on any host) runs the rewrite. Global options (``--catalog``, ``--warehouse``,
-``--spark-master``, ``--verbose``) may come anywhere; the executor defaults to
+``--spark-master``, ``--log-format``, ``--verbose``) may come anywhere; the executor defaults to
 Spark, since a cluster is why one submits a job. The job runs on the master
 spark-submit gives it, ships Rewind's code to the executors and checks the
 workers before it starts (docs/cluster.md). spark-submit runs this driver's
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from engine.cli.app import main as cli_main
 
-GLOBAL_WITH_VALUE = ("--catalog", "--warehouse", "--spark-master")
+GLOBAL_WITH_VALUE = ("--catalog", "--warehouse", "--spark-master", "--log-format")
 GLOBAL_FLAGS = ("--verbose", "-v")
 
 

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from tenants.catalog.dialect import SQLITE, Dialect
-from tenants.catalog.migrations import LATEST_VERSION, MIGRATIONS, ddl_fingerprint
+from tenants.catalog.migrations import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    ddl_fingerprint,
+    statement_for,
+)
 from tenants.catalog.moved import refuse_if_moved
 from tenants.errors import CatalogVersionError, NotFound, RewindError
 
@@ -296,7 +301,9 @@ class Catalog:
                 if current >= version:
                     return
             for statement in statements:
-                tx.execute(statement)
+                text = statement_for(statement, self.dialect.name)
+                if text is not None:
+                    tx.execute(text)
             for key, value in (
                 ("schema_version", str(version)),
                 ("ddl_fingerprint", ddl_fingerprint(version)),

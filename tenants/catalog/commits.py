@@ -81,3 +81,12 @@ def commits_at(tx: Tx, tenant_id: str, ts: int) -> list[Row]:
         "WHERE c.tenant_id = ? AND c.ts = ? ORDER BY d.name, t.name",
         (tenant_id, ts),
     )
+
+
+def table_changed_between(tx: Tx, table_id: str, after_ts: int, until_ts: int) -> bool:
+    """Whether ``table_id`` has a commit (a write or DDL) with ``after_ts < ts <= until_ts``."""
+    row = tx.one(
+        "SELECT 1 FROM commits WHERE table_id = ? AND ts > ? AND ts <= ?",
+        (table_id, after_ts, until_ts),
+    )
+    return row is not None

@@ -3,9 +3,12 @@
 Catalog SQL is written once, in SQLite's spelling (``?`` placeholders, the
 planner's ``INDEXED BY`` hints). A ``Dialect`` says how a backend opens its
 transactions, asks whether the schema exists, and which ``Tx`` runs the
-statements. SQLite's ``Tx`` passes every statement to the driver untouched, so
-the seam costs SQLite nothing; PostgreSQL's translates each statement text once
-(:func:`to_pyformat`, cached) and then reuses it.
+statements. Byte order is spelled ``COLLATE BINARY`` (SQLite's default
+collation, memcmp of the UTF-8 bytes); PostgreSQL's default collation is the
+database's locale, so there it becomes ``COLLATE "C"``. SQLite's ``Tx`` passes
+every statement to the driver untouched, so the seam costs SQLite nothing;
+PostgreSQL's translates each statement text once (:func:`to_pyformat`, cached)
+and then reuses it.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class Dialect:
 SQLITE = Dialect()
 
 _INDEX_HINT = re.compile(r"\s+INDEXED\s+BY\s+\w+", re.IGNORECASE)
+_BYTE_ORDER = re.compile(r"\bCOLLATE\s+BINARY\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=4096)
@@ -82,12 +86,13 @@ def to_pyformat(sql: str) -> str:
     """SQLite's spelling of a statement as psycopg takes it: each ``?`` outside a
     quoted literal becomes ``%s``, each literal ``%`` is doubled, and SQLite's
     ``INDEXED BY <index>`` hints (which PostgreSQL's planner neither takes nor
-    needs) are dropped.
+    needs) are dropped, and its ``COLLATE BINARY`` (byte order) becomes
+    ``COLLATE "C"``, PostgreSQL's byte order.
 
     Cached: the catalog's statements are a few hundred fixed texts (plus ``IN``
     lists of a few lengths), so each is translated once per process.
     """
-    sql = _INDEX_HINT.sub("", sql)
+    sql = _BYTE_ORDER.sub('COLLATE "C"', _INDEX_HINT.sub("", sql))
     out: list[str] = []
     quote: str | None = None
     for char in sql:

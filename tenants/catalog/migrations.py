@@ -11,8 +11,232 @@ PostgreSQL catalog can run the same steps.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
-MIGRATIONS: list[tuple[str, list[str]]] = [
+Statement = str | dict[str, str]
+"""One DDL statement, or its spelling per dialect (``{"sqlite": ..., "postgresql":
+...}``; a dialect it does not name skips it) where the backends cannot share one:
+triggers."""
+
+
+@dataclass(frozen=True)
+class _QueueEvent:
+    """An event by which objects can stop being needed, and the objects it queues:
+    ``sqlite`` over the trigger's row (NEW or OLD, under ``when``), ``postgresql``
+    over the statement's transition table ``r`` (every changed row)."""
+
+    name: str
+    table: str
+    event: str  # INSERT, UPDATE OF <column> or DELETE
+    when: str
+    sqlite: str
+    postgresql: str
+
+
+_LIVE_AT_BASE = "m.added_ts <= {b}.base_ts AND (m.removed_ts IS NULL OR m.removed_ts > {b}.base_ts)"
+
+_QUEUE_EVENTS = (
+    # An object registered: if no table ever takes it, it is garbage.
+    _QueueEvent("objects_added", "objects", "INSERT", "", "SELECT NEW.id", "SELECT id FROM r"),
+    # A row born removed: a shadow row, hiding an inherited member.
+    _QueueEvent(
+        "membership_added",
+        "membership",
+        "INSERT",
+        "NEW.removed_ts IS NOT NULL",
+        "SELECT NEW.object_id",
+        "SELECT object_id FROM r WHERE removed_ts IS NOT NULL",
+    ),
+    # A membership ended: a commit, a compaction, a dropped table, a purge.
+    _QueueEvent(
+        "membership_ended",
+        "membership",
+        "UPDATE OF removed_ts",
+        "NEW.removed_ts IS NOT NULL",
+        "SELECT NEW.object_id",
+        "SELECT object_id FROM r WHERE removed_ts IS NOT NULL",
+    ),
+    _QueueEvent(
+        "membership_gone",
+        "membership",
+        "DELETE",
+        "",
+        "SELECT OLD.object_id",
+        "SELECT object_id FROM r",
+    ),
+    # A base released or deleted: what its table held at the base ts.
+    _QueueEvent(
+        "bases_released",
+        "membership_bases",
+        "UPDATE OF released_ts",
+        "NEW.released_ts IS NOT NULL",
+        "SELECT m.object_id FROM membership m WHERE m.table_id = NEW.base_table_id AND "
+        + _LIVE_AT_BASE.format(b="NEW"),
+        "SELECT m.object_id FROM r JOIN membership m ON m.table_id = r.base_table_id AND "
+        + _LIVE_AT_BASE.format(b="r")
+        + " WHERE r.released_ts IS NOT NULL",
+    ),
+    _QueueEvent(
+        "bases_gone",
+        "membership_bases",
+        "DELETE",
+        "",
+        "SELECT m.object_id FROM membership m WHERE m.table_id = OLD.base_table_id AND "
+        + _LIVE_AT_BASE.format(b="OLD"),
+        "SELECT m.object_id FROM r JOIN membership m ON m.table_id = r.base_table_id AND "
+        + _LIVE_AT_BASE.format(b="r"),
+    ),
+    # The change log let an object go.
+    _QueueEvent(
+        "changes_gone",
+        "change_objects",
+        "DELETE",
+        "",
+        "SELECT OLD.object_id",
+        "SELECT object_id FROM r",
+    ),
+    # A restore job let its pins go: it ended, or its pins or the job were deleted.
+    _QueueEvent(
+        "pins_gone", "job_pins", "DELETE", "", "SELECT OLD.object_id", "SELECT object_id FROM r"
+    ),
+    _QueueEvent(
+        "jobs_ended",
+        "restore_jobs",
+        "UPDATE OF state",
+        "NEW.state IN ('done', 'cancelled')",
+        "SELECT object_id FROM job_pins WHERE job_id = NEW.id",
+        "SELECT p.object_id FROM r JOIN job_pins p ON p.job_id = r.id "
+        "WHERE r.state IN ('done', 'cancelled')",
+    ),
+    _QueueEvent(
+        "jobs_gone",
+        "restore_jobs",
+        "DELETE",
+        "",
+        "SELECT object_id FROM job_pins WHERE job_id = OLD.id",
+        "SELECT p.object_id FROM r JOIN job_pins p ON p.job_id = r.id",
+    ),
+)
+
+
+def _queue_triggers() -> list[Statement]:
+    """The triggers that feed ``gc_candidates``, in each dialect's spelling.
+
+    SQLite: a row trigger per event. PostgreSQL: a statement trigger per event
+    over its transition table (one INSERT ... SELECT per statement rather than a
+    function call per row: a purge ends 10^5 memberships in one UPDATE), and the
+    function it runs; a trigger with a transition table takes no column list,
+    so its query filters the rows itself.
+    """
+    out: list[Statement] = []
+    for e in _QUEUE_EVENTS:
+        when = f"WHEN {e.when} " if e.when else ""
+        rows = "OLD TABLE" if e.event == "DELETE" else "NEW TABLE"
+        out.append(
+            {
+                "sqlite": f"CREATE TRIGGER gc_queue_{e.name} AFTER {e.event} ON {e.table} {when}"
+                f"BEGIN INSERT OR IGNORE INTO gc_candidates (object_id) {e.sqlite}; END",
+                "postgresql": f"CREATE FUNCTION gc_queue_{e.name}() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN INSERT INTO gc_candidates (object_id) "
+                f"SELECT DISTINCT object_id FROM ({e.postgresql}) q (object_id) "
+                "ON CONFLICT DO NOTHING; RETURN NULL; END $$",
+            }
+        )
+        out.append(
+            {
+                "postgresql": f"CREATE TRIGGER gc_queue_{e.name} AFTER {e.event.split()[0]} "
+                f"ON {e.table} REFERENCING {rows} AS r FOR EACH STATEMENT "
+                f"EXECUTE FUNCTION gc_queue_{e.name}()"
+            }
+        )
+    return out
+
+
+_RUN_GROUP = ("kind", "tenant_name", "target", "method")
+"""A recurring job: runs of one kind, for one tenant, to one destination, by one method."""
+_GROUP_OF_NEW = (
+    "NEW.kind, COALESCE(NEW.tenant_name, ''), COALESCE(NEW.target, ''), COALESCE(NEW.method, '')"
+)
+# Keep the newest run of the group by start, and the finished one with the newest
+# point; in an UPDATE's SET every CASE reads the row as it was before.
+_NEWEST_ON_INSERT = (
+    "INSERT INTO runs_newest (kind, tenant_name, target, method, run_id, started_us, "
+    f"done_id, done_point_ts) VALUES ({_GROUP_OF_NEW}, NEW.id, NEW.started_us, "
+    "CASE WHEN NEW.state = 'done' AND NEW.point_ts IS NOT NULL THEN NEW.id END, "
+    "CASE WHEN NEW.state = 'done' THEN NEW.point_ts END) "
+    "ON CONFLICT (kind, tenant_name, target, method) DO UPDATE SET "
+    "run_id = CASE WHEN excluded.started_us >= runs_newest.started_us "
+    "THEN excluded.run_id ELSE runs_newest.run_id END, "
+    "started_us = CASE WHEN excluded.started_us >= runs_newest.started_us "
+    "THEN excluded.started_us ELSE runs_newest.started_us END, "
+    "done_id = CASE WHEN excluded.done_point_ts IS NOT NULL AND (runs_newest.done_point_ts "
+    "IS NULL OR excluded.done_point_ts >= runs_newest.done_point_ts) "
+    "THEN excluded.done_id ELSE runs_newest.done_id END, "
+    "done_point_ts = CASE WHEN excluded.done_point_ts IS NOT NULL AND (runs_newest.done_point_ts "
+    "IS NULL OR excluded.done_point_ts >= runs_newest.done_point_ts) "
+    "THEN excluded.done_point_ts ELSE runs_newest.done_point_ts END"
+)
+_NEWEST_ON_DONE = (
+    "UPDATE runs_newest SET done_id = NEW.id, done_point_ts = NEW.point_ts "
+    "WHERE kind = NEW.kind AND tenant_name = COALESCE(NEW.tenant_name, '') "
+    "AND target = COALESCE(NEW.target, '') AND method = COALESCE(NEW.method, '') "
+    "AND (done_point_ts IS NULL OR done_point_ts <= NEW.point_ts)"
+)
+_DONE_WITH_POINT = "NEW.state = 'done' AND NEW.point_ts IS NOT NULL"
+
+
+def _newest_runs_triggers() -> list[Statement]:
+    """The triggers that keep ``runs_newest``: a row trigger per event on both
+    backends (a run is inserted and finished one at a time)."""
+    out: list[Statement] = []
+    for name, event, when, body in (
+        ("runs_newest_started", "INSERT", "", _NEWEST_ON_INSERT),
+        ("runs_newest_done", "UPDATE OF state", _DONE_WITH_POINT, _NEWEST_ON_DONE),
+    ):
+        out.append(
+            {
+                "sqlite": f"CREATE TRIGGER {name} AFTER {event} ON runs "
+                f"{f'WHEN {when} ' if when else ''}BEGIN {body}; END",
+                "postgresql": f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS "
+                f"$$ BEGIN {body}; RETURN NULL; END $$",
+            }
+        )
+        out.append(
+            {
+                "postgresql": f"CREATE TRIGGER {name} AFTER {event} ON runs FOR EACH ROW "
+                f"{f'WHEN ({when}) ' if when else ''}EXECUTE FUNCTION {name}()"
+            }
+        )
+    return out
+
+
+def _newest_of(columns: str, where: str, order: str) -> str:
+    """The runs table's newest row per group (``n = 1``), its group keys without NULLs."""
+    keys = ", ".join(f"COALESCE({c}, '')" for c in _RUN_GROUP)
+    named = ", ".join(f"COALESCE({c}, '') AS {c}" for c in _RUN_GROUP)
+    return (
+        f"SELECT {named}, {columns}, ROW_NUMBER() OVER (PARTITION BY {keys} "
+        f"ORDER BY {order}) AS n FROM runs{where}"
+    )
+
+
+_NEWEST_BACKFILL = (
+    "INSERT INTO runs_newest (kind, tenant_name, target, method, run_id, started_us, "
+    "done_id, done_point_ts) "
+    "SELECT s.kind, s.tenant_name, s.target, s.method, s.id, s.started_us, d.id, d.point_ts "
+    f"FROM ({_newest_of('id, started_us', '', 'started_us DESC, id DESC')}) s "
+    "LEFT JOIN ("
+    + _newest_of(
+        "id, point_ts",
+        " WHERE state = 'done' AND point_ts IS NOT NULL",
+        "point_ts DESC, ended_us DESC, id DESC",
+    )
+    + ") d ON d.kind = s.kind AND d.tenant_name = s.tenant_name AND d.target = s.target "
+    "AND d.method = s.method AND d.n = 1 WHERE s.n = 1"
+)
+
+
+MIGRATIONS: list[tuple[str, list[Statement]]] = [
     (
         "tenants, databases, tables, schema versions, objects, membership",
         [
@@ -327,9 +551,149 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             "UPDATE tables SET changes_from_ts = (SELECT last_ts + 1 FROM clock WHERE id = 1)",
         ],
     ),
+    (
+        "write intents: what every writer may upload, recorded before it uploads",
+        [
+            # One row per writer (a commit, a load, a compaction, a backup import, a
+            # restore job) made before its first upload and deleted by the
+            # transaction that registers what it wrote. The object ids it mints
+            # begin with ``id``; a restore job's outputs are named by its plan
+            # (``job_id``). A row older than the orphan grace is a writer that
+            # never committed: GC lists just its prefixes for orphans, never the
+            # warehouse (docs/gc.md). ``state``: open, then sweeping once GC
+            # revoked it (its commit can no longer land).
+            """CREATE TABLE write_intents (
+                id VARCHAR(32) PRIMARY KEY,
+                kind VARCHAR(32) NOT NULL,
+                started_us BIGINT NOT NULL,
+                state VARCHAR(16) NOT NULL,
+                job_id VARCHAR(32),
+                holder VARCHAR(300) NOT NULL)""",
+            "CREATE INDEX write_intents_started ON write_intents (started_us)",
+            """CREATE TABLE write_intent_tables (
+                intent_id VARCHAR(32) NOT NULL,
+                tenant_id VARCHAR(32) NOT NULL,
+                table_id VARCHAR(32) NOT NULL,
+                PRIMARY KEY (intent_id, tenant_id, table_id))""",
+            # A warehouse written before intents may hold orphans no intent names:
+            # GC asks for one `rewind gc --deep` until a deep pass has finished.
+            """INSERT INTO meta (key, value) SELECT 'gc_needs_deep', '1'
+                WHERE EXISTS (SELECT 1 FROM tenants)""",
+        ],
+    ),
+    (
+        "GC's candidate queue: objects that may have become garbage, fed by triggers",
+        [
+            # GC examines these objects, not every object (engine/gc/collect.py):
+            # its decision costs what changed since the last run, not the
+            # warehouse. An object can stop being needed only by one of the
+            # events below, each of which queues the objects it may free; GC
+            # drops from the queue what it decided or found still needed, and
+            # keeps what is unreferenced but younger than the grace.
+            "CREATE TABLE gc_candidates (object_id VARCHAR(32) PRIMARY KEY)",
+            # Every object once: the first GC after this step examines them all.
+            "INSERT INTO gc_candidates (object_id) SELECT id FROM objects",
+            *_queue_triggers(),
+        ],
+    ),
+    (
+        "GC's measurements: each table's reclaimable rows, reused while they hold",
+        [
+            # What full compaction would drop from a table, as GC last measured it
+            # reading every member (engine/gc/reclaim.py), and what that answer
+            # depended on: the members (the commit ts they were read at, and the
+            # view's totals then) and the protected times before the table's
+            # newest row (a digest). A pass reads the objects of a table again
+            # only when one of them changed (tenants/catalog/engine/measures.py).
+            """CREATE TABLE table_measures (
+                table_id VARCHAR(32) PRIMARY KEY,
+                measured_ts BIGINT NOT NULL,
+                members BIGINT NOT NULL,
+                member_bytes BIGINT NOT NULL,
+                events_until BIGINT NOT NULL,
+                protection VARCHAR(64) NOT NULL,
+                rows_held BIGINT NOT NULL,
+                reclaimable_rows BIGINT NOT NULL,
+                reclaimable_bytes BIGINT NOT NULL)""",
+        ],
+    ),
+    (
+        "operations: the runs journal, recovery point objectives",
+        [
+            # One row per backup, GC pass and restore drill (restore jobs keep
+            # restore_jobs): what ran, for which tenant, its outcome, size and time,
+            # so `rewind status` and `rewind metrics` on any host see every run.
+            # ``running`` rows carry a lease like restore jobs: one whose lease ran
+            # out is a run that died (stale). Wall-clock µs, not the commit clock.
+            """CREATE TABLE runs (
+                id VARCHAR(32) PRIMARY KEY,
+                kind VARCHAR(16) NOT NULL,
+                tenant_name VARCHAR(63),
+                target VARCHAR(1024),
+                method VARCHAR(32),
+                state VARCHAR(16) NOT NULL CHECK (state IN ('running', 'done', 'failed')),
+                started_us BIGINT NOT NULL,
+                ended_us BIGINT,
+                lease_holder VARCHAR(255) NOT NULL,
+                lease_expires_us BIGINT NOT NULL,
+                point_ts BIGINT,
+                backup_id VARCHAR(32),
+                bytes BIGINT,
+                objects BIGINT,
+                row_count BIGINT,
+                error TEXT)""",
+            "CREATE INDEX runs_kind_tenant ON runs (kind, tenant_name, started_us)",
+            "CREATE INDEX runs_state ON runs (state)",
+            # Keyed by name: a restored tenant (a new id under the same name) keeps
+            # its objective.
+            """CREATE TABLE recovery_objectives (
+                tenant_name VARCHAR(63) PRIMARY KEY,
+                rpo_us BIGINT NOT NULL,
+                set_ts BIGINT NOT NULL)""",
+        ],
+    ),
+    (
+        "operations: the newest run of each recurring job, kept by triggers",
+        [
+            # One row per (kind, tenant, destination, method): its newest run by
+            # start and its finished run with the newest point, so `rewind status`
+            # reads a row per recurring job, not the whole journal (which grows by
+            # a row per tenant per backup). Triggers keep it, as they keep the GC
+            # queue: no writer of runs can forget it. '' stands for NULL in the
+            # key (a GC pass has no tenant). A catalog copy rebuilds it from the
+            # runs it inserts.
+            """CREATE TABLE runs_newest (
+                kind VARCHAR(16) NOT NULL,
+                tenant_name VARCHAR(63) NOT NULL,
+                target VARCHAR(1024) NOT NULL,
+                method VARCHAR(32) NOT NULL,
+                run_id VARCHAR(32) NOT NULL,
+                started_us BIGINT NOT NULL,
+                done_id VARCHAR(32),
+                done_point_ts BIGINT,
+                PRIMARY KEY (kind, tenant_name, target, method))""",
+            _NEWEST_BACKFILL,
+            *_newest_runs_triggers(),
+        ],
+    ),
+    (
+        "write intents: the object kinds each writer mints ids for",
+        [
+            # ``data``, ``tomb`` or ``data,tomb``, set when the intent is recorded:
+            # a sweep lists only ``<table>/<kind>/<intent id>`` for these kinds (one
+            # request per table for a data-only commit, not two). NULL: an intent
+            # recorded before this step, whose kinds are unknown: both are listed.
+            "ALTER TABLE write_intents ADD COLUMN object_kinds VARCHAR(16)",
+        ],
+    ),
 ]
 
 LATEST_VERSION = len(MIGRATIONS)
+
+
+def statement_for(statement: Statement, dialect: str) -> str | None:
+    """The text of ``statement`` that ``dialect`` runs (None: none)."""
+    return statement if isinstance(statement, str) else statement.get(dialect)
 
 
 def ddl_fingerprint(version: int) -> str:
@@ -337,6 +701,12 @@ def ddl_fingerprint(version: int) -> str:
     digest = hashlib.sha256()
     for _, statements in MIGRATIONS[:version]:
         for statement in statements:
-            digest.update(" ".join(statement.split()).encode())
-            digest.update(b"\x00")
+            texts = (
+                [statement]
+                if isinstance(statement, str)
+                else [f"{name}: {statement[name]}" for name in sorted(statement)]
+            )
+            for text in texts:
+                digest.update(" ".join(text.split()).encode())
+                digest.update(b"\x00")
     return digest.hexdigest()

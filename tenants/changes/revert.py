@@ -42,7 +42,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 
 from tenants.catalog import Catalog, Tx
 from tenants.catalog.changes import change_object_tuples, changes_from
-from tenants.catalog.commits import commits_at
+from tenants.catalog.commits import commits_at, table_changed_between
 from tenants.changes.diff import (
     BEFORE,
     CHANGE,
@@ -52,9 +52,16 @@ from tenants.changes.diff import (
     diff_plan_in,
     stream_diff,
 )
-from tenants.errors import ConcurrentModification, InvalidArgument, NotFound, RevertConflict
+from tenants.errors import (
+    ConcurrentModification,
+    InvalidArgument,
+    NotFound,
+    RevertConflict,
+    UnprotectedTime,
+)
 from tenants.loads import CHUNK_BYTES
 from tenants.names import qualified_table
+from tenants.objects.intents import WriteIntent, begin_intent
 from tenants.objects.io import write_commit_object
 from tenants.objects.reader import open_object
 from tenants.objects.record import ObjectKind, ObjectRecord, record_from_tuple
@@ -63,12 +70,13 @@ from tenants.reads.key_range import KeyRange, KeySet
 from tenants.schema import TableSchema
 from tenants.tenancy import TableRecord, TenantRecord, active_tenant, find_table
 from tenants.timeline.lineage import resolve_time
+from tenants.timeline.protection import protection
 from tenants.times import AsOf, check_ts, format_ts
 from tenants.writes import (
     PreparedCommit,
     conform_keys,
     conform_rows,
-    discard_uploads,
+    give_up,
     install_prepared,
 )
 
@@ -155,6 +163,42 @@ def revert(
     raise AssertionError("unreachable: tenacity reraises the last attempt's error")
 
 
+def _quiet_before(tx: Tx, tenant: TenantRecord, table: TableRecord, ts: int) -> int:
+    """The time a revert of commit ``ts`` reads the table's state before it at.
+
+    Just before the commit (``ts - 1``) when that time is protected (a PITR
+    window, most often). Otherwise the newest snapshot before the commit, if
+    the table had no commit (write or DDL) from that snapshot to this one: its
+    state then was the state just before the commit, and the snapshot keeps
+    it. The table's change log must reach back to the snapshot, which proves no
+    write in between went unrecorded.
+
+    Raises:
+        UnprotectedTime: neither holds; the message says how to revert from a
+            snapshot instead.
+    """
+    guard = protection(tx, tenant)
+    if guard.covers(ts - 1):
+        return ts - 1
+    earlier = [p for p in guard.points if p < ts]
+    if earlier:
+        point = earlier[-1]
+        if changes_from(tx, table.id) <= point + 1 and not table_changed_between(
+            tx, table.id, point, ts - 1
+        ):
+            return point
+    try:
+        guard.require(ts - 1)
+    except UnprotectedTime as e:
+        raise UnprotectedTime(
+            f"{e.message}; the table changed between its last snapshot and commit {ts}, so that "
+            f"commit alone cannot be undone: revert everything since a snapshot instead "
+            f"(`rewind revert {tenant.name} {table.qualified} --from SNAPSHOT --to {ts}`), and "
+            f"keep a PITR window on (`rewind pitr set {tenant.name} 7d`) to undo any single commit"
+        ) from e
+    return ts - 1
+
+
 def _replanning() -> Retrying:
     """Plan and commit again when another commit lands in between (the CAS lost)."""
     return Retrying(
@@ -181,7 +225,7 @@ def _plan(
     where = f"{tenant_rec.name}/{qualified}"
     if commit_ts is not None:
         ts = _check_commit(tx, tenant_rec, table_now, commit_ts)
-        lo, hi = ts - 1, ts
+        lo, hi = _quiet_before(tx, tenant_rec, table_now, ts), ts
         holder, lo, _ = resolve_time(tx, tenant_rec, lo)
         diff = diff_plan_in(tx, tenant_rec.name, (holder, lo), (tenant_rec, hi), database, name)
     else:
@@ -333,7 +377,7 @@ def _revert_once(
     where = f"{plan.tenant.name}/{plan.table.qualified}"
     counts = dict.fromkeys(KINDS, 0)
     conflicts: list[pa.Table] = []
-    out = _Uploads(objects, plan, where, upload=not dry_run)
+    out = _Uploads(catalog, objects, plan, where, upload=not dry_run)
     try:
         for batch in stream_diff(objects, plan.diff):
             rows = pa.Table.from_batches([batch])
@@ -360,7 +404,7 @@ def _revert_once(
                 conflict_keys,
             )
     except BaseException:
-        discard_uploads(objects, out.uploaded)
+        give_up(catalog, objects, out.uploaded, out.intent)
         raise
     result = RevertResult(
         plan.tenant.name,
@@ -381,6 +425,7 @@ def _revert_once(
         tuple(out.uploaded),
         upserted=out.rows["data"],
         deleted=out.rows["tomb"],
+        intent=out.intent,
     )
     written = install_prepared(
         catalog, objects, prepared, plan.tenant.name, plan.tenant.last_change_ts
@@ -405,7 +450,10 @@ class _Uploads:
     per kind: the change set is never held whole. Chunks come from disjoint key
     chunks of the diff, so no key is in two of them."""
 
-    def __init__(self, objects: ObjectStore, plan: _Plan, where: str, *, upload: bool) -> None:
+    def __init__(
+        self, catalog: Catalog, objects: ObjectStore, plan: _Plan, where: str, *, upload: bool
+    ) -> None:
+        self.catalog = catalog
         self.objects = objects
         self.plan = plan
         self.where = where
@@ -413,6 +461,7 @@ class _Uploads:
         self.pending: dict[ObjectKind, list[pa.Table]] = {"data": [], "tomb": []}
         self.rows: dict[ObjectKind, int] = {"data": 0, "tomb": 0}
         self.uploaded: list[ObjectRecord] = []
+        self.intent: WriteIntent | None = None  # begun before the first upload
 
     def add(self, kind: ObjectKind, rows: pa.Table) -> None:
         if not rows.num_rows:
@@ -436,6 +485,15 @@ class _Uploads:
         schema = self.plan.table.schema
         rows = pa.concat_tables(parts)
         rows = conform_rows(rows, schema, self.where) if kind == "data" else rows
+        if self.intent is None:
+            # Both kinds: the diff is streamed, so whether tombstones follow the
+            # first data chunk (or the reverse) is not known yet.
+            self.intent = begin_intent(
+                self.catalog,
+                "revert",
+                [(self.plan.tenant.id, self.plan.table.id)],
+                ("data", "tomb"),
+            )
         self.uploaded.append(
             write_commit_object(
                 self.objects,
@@ -445,6 +503,7 @@ class _Uploads:
                 kind=kind,
                 fingerprint=schema.fingerprint,
                 primary_key=list(schema.primary_key),
+                object_id=self.intent.new_object_id(kind),
             )
         )
 

@@ -68,15 +68,17 @@ def write_commit_object(
     kind: ObjectKind,
     fingerprint: str,
     primary_key: Sequence[str],
+    object_id: str,
 ) -> ObjectRecord:
-    """Upload one commit's rows (no ts column, sorted by key) before the commit exists.
+    """Upload one commit's rows (no ts column, sorted by key) before the commit exists,
+    as ``object_id`` (minted by the writer's intent: tenants/objects/intents.py).
 
     The record's ts fields are ``UNSTAMPED`` until the commit's transaction
     gives them its ts (``stamp``); until then no catalog row names the key, so
     a commit that never lands leaves an orphan GC removes after its grace.
     """
     rows = sort_by_key(rows, primary_key)
-    key = object_key(tenant_id, table_id, kind, object_id := new_id())
+    key = object_key(tenant_id, table_id, kind, object_id)
     return _upload(
         objects, rows, object_id, key, kind, fingerprint, primary_key, UNSTAMPED, ts=UNSTAMPED
     )

@@ -9,9 +9,22 @@ from __future__ import annotations
 
 from tenants.config import S3Settings, Warehouse
 from tenants.errors import InvalidArgument
-from tenants.objectstore.base import ObjectInfo, ObjectOutput, ObjectStore, PartialWrite
+from tenants.objectstore.base import (
+    ObjectInfo,
+    ObjectOutput,
+    ObjectStore,
+    PartialWrite,
+    PrefixSet,
+)
 
-__all__ = ["ObjectInfo", "ObjectOutput", "ObjectStore", "PartialWrite", "open_object_store"]
+__all__ = [
+    "ObjectInfo",
+    "ObjectOutput",
+    "ObjectStore",
+    "PartialWrite",
+    "PrefixSet",
+    "open_object_store",
+]
 
 
 def open_object_store(

@@ -7,6 +7,8 @@ carry them.
 
 from __future__ import annotations
 
+import bisect
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -63,6 +65,36 @@ class PartialWrite:
     kind: Literal["multipart", "temp"]
 
 
+class PrefixSet:
+    """Key prefixes, with S3's semantics (``"a"`` matches ``a/1`` and ``ab/2``): a key
+    is matched against all of them by one binary search, not one test each."""
+
+    def __init__(self, prefixes: Iterable[str]) -> None:
+        # Prefix-free: a prefix under a shorter one adds no key. Then the only
+        # prefix that can match a key is the greatest one not after it.
+        self._sorted: list[str] = []
+        for prefix in sorted(set(prefixes)):
+            if not self._sorted or not prefix.startswith(self._sorted[-1]):
+                self._sorted.append(prefix)
+
+    def __bool__(self) -> bool:
+        return bool(self._sorted)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sorted)
+
+    def common(self) -> str:
+        """The longest prefix of them all: where one listing finds every match."""
+        return os.path.commonprefix(self._sorted)
+
+    def match(self, key: str) -> str | None:
+        """The prefix ``key`` starts with (None: none does)."""
+        at = bisect.bisect_right(self._sorted, key) - 1
+        if at >= 0 and key.startswith(self._sorted[at]):
+            return self._sorted[at]
+        return None
+
+
 class ObjectOutput(Protocol):
     """An object being written in pieces: invisible until :meth:`commit`.
 
@@ -112,7 +144,27 @@ class ObjectStore(Protocol):
 
     def head(self, key: str) -> ObjectInfo: ...
 
-    def list(self, prefix: str) -> Iterator[ObjectInfo]: ...
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix`` (S3's semantics: ``"a"``
+        matches ``a/1`` and ``ab/2``), streamed, **in key order**: ascending by the
+        key's UTF-8 bytes, which is Python's ``str`` order and S3's ListObjectsV2
+        order. Each key once.
+
+        The order is a contract: ``rewind gc --deep`` (engine/gc/deep.py) merges
+        the listing against the catalog's keys, streamed in the same order, instead
+        of holding either in memory. A backend that cannot list in order must sort
+        (``file://`` walks each directory sorted, a directory ``d`` as ``d/``).
+        """
+        ...
+
+    def listing(self, prefix: str) -> Iterator[tuple[str, ObjectInfo | None]]:
+        """:meth:`list`'s keys, in the same order, each with its :class:`ObjectInfo`
+        when the listing gives it for free (S3's LIST returns size and time) or
+        None when it would cost a request of its own (``file://``: a stat per
+        file). A caller that needs the info of only a few keys (``gc --deep``
+        needs it for the keys the catalog does not know) asks :meth:`head` for
+        those and skips the rest."""
+        ...
 
     def children(self, prefix: str) -> Iterator[str]:
         """Names of the "directories" directly under ``prefix`` (which ends with ``/``)."""
@@ -136,6 +188,13 @@ class ObjectStore(Protocol):
 
     def partial_writes(self, prefix: str) -> Iterator[PartialWrite]:
         """Unfinished writes whose key starts with ``prefix``."""
+        ...
+
+    def partial_writes_under(self, prefixes: PrefixSet) -> Iterator[PartialWrite]:
+        """Unfinished writes whose key starts with one of ``prefixes``, found with as
+        few requests as the backend allows: on S3 one ListMultipartUploads (paged)
+        under their common prefix, whatever their number; on ``file://`` each
+        prefix's directory read once (a temp file lies beside its key)."""
         ...
 
     def discard_partial(self, writes: Iterable[PartialWrite]) -> int:

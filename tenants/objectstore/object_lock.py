@@ -366,3 +366,6 @@ class PinnedVersions:
 
     def partial_writes(self, prefix: str) -> Iterator[Any]:
         return iter(())
+
+    def partial_writes_under(self, prefixes: Any) -> Iterator[Any]:
+        return iter(())

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +24,7 @@ from tenacity import (
 
 from tenants.config import Warehouse
 from tenants.errors import ObjectMissing, RewindError, StorageError, TransientError
-from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite, contained
+from tenants.objectstore.base import ObjectInfo, ObjectStore, PartialWrite, PrefixSet, contained
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,6 @@ COPY_PART_BYTES = 5 * 1024 * 1024 * 1024
 # Multipart part size: S3 allows 10,000 parts, so objects up to 80 GiB (compaction
 # targets at most 4 GiB; a rewrite is never larger than its input).
 PART_BYTES = 8 * 1024 * 1024
-DELETE_BATCH = 1000
 
 
 def _is_retryable(error: BaseException) -> bool:
@@ -386,6 +384,11 @@ class S3ObjectStore:
         modified = response["LastModified"]
         return ObjectInfo(key, int(response["ContentLength"]), int(modified.timestamp() * 1e6))
 
+    def listing(self, prefix: str) -> Iterator[tuple[str, ObjectInfo | None]]:
+        """:meth:`list`'s keys with their info: LIST returns it with each key."""
+        for info in self.list(prefix):
+            yield info.key, info
+
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object under ``prefix``, 1,000 keys per request."""
         token: str | None = None
@@ -479,20 +482,29 @@ class S3ObjectStore:
         return True
 
     def delete_many(self, keys: Iterable[str]) -> int:
-        """Delete in batches of 1,000; deleting a missing key is not an error."""
-        batch: builtins.list[str] = []
-        deleted = 0
-        for key in keys:
-            batch.append(key)
-            if len(batch) == DELETE_BATCH:
-                deleted += self._delete_batch(batch)
-                batch = []
-        if batch:
-            deleted += self._delete_batch(batch)
-        return deleted
+        """Delete in batches of 1,000, several requests in flight; deleting a
+        missing key is not an error (tenants/objectstore/s3_deletes.py)."""
+        from tenants.objectstore.s3_deletes import delete_keys
+
+        return delete_keys(self, keys)
 
     def partial_writes(self, prefix: str) -> Iterator[PartialWrite]:
         """Incomplete multipart uploads under ``prefix`` (ListMultipartUploads, paged)."""
+        return self._uploads(prefix, lambda key: True)
+
+    def partial_writes_under(self, prefixes: PrefixSet) -> Iterator[PartialWrite]:
+        """Incomplete multipart uploads under any of ``prefixes``: one paged
+        ListMultipartUploads under their common prefix, matched here. A bucket
+        holds few incomplete uploads (a lifecycle rule aborts the old ones), so
+        one listing of them all beats one request per prefix, whose cost on some
+        servers (moto) grows with the bucket."""
+        if not prefixes:
+            return iter(())
+        return self._uploads(prefixes.common(), lambda key: prefixes.match(key) is not None)
+
+    def _uploads(self, prefix: str, wanted: Callable[[str], bool]) -> Iterator[PartialWrite]:
+        """The incomplete uploads under ``prefix`` whose relative key is ``wanted``
+        (only those have their parts listed for their age)."""
         key_marker: str | None = None
         upload_marker: str | None = None
         while True:
@@ -510,6 +522,8 @@ class S3ObjectStore:
             except Exception as e:
                 raise self._translate(e, prefix, "list the multipart uploads of") from e
             for upload in page.get("Uploads", []):
+                if not wanted(self.warehouse.relative(upload["Key"])):
+                    continue
                 initiated = int(upload["Initiated"].timestamp() * 1e6)
                 last_part = self._last_part_us(upload["Key"], upload["UploadId"])
                 yield PartialWrite(
@@ -574,36 +588,3 @@ class S3ObjectStore:
             except Exception as e:
                 raise self._translate(e, write.key, "abort the upload of") from e
         return aborted
-
-    def _delete_batch(self, keys: builtins.list[str]) -> int:
-        """One DeleteObjects request, resending only keys S3 reported as throttled.
-
-        S3 may answer 200 with per-key errors (SlowDown, InternalError): those keys
-        are retried with backoff; any other per-key error fails at once.
-        """
-        pending = list(keys)
-        for attempt in range(MAX_ATTEMPTS):
-            objects = [{"Key": self._full(k)} for k in pending]
-            try:
-                response = _retry(self._client.delete_objects)(
-                    Bucket=self.warehouse.bucket, Delete={"Objects": objects, "Quiet": True}
-                )
-            except Exception as e:
-                raise self._translate(e, pending[0], "delete") from e
-            errors = response.get("Errors", [])
-            if not errors:
-                return len(keys)
-            fatal = [e for e in errors if e.get("Code") not in RETRYABLE_CODES]
-            if fatal:
-                first = fatal[0]
-                raise StorageError(
-                    f"cannot delete {len(fatal)} of {len(pending)} objects in "
-                    f"s3://{self.warehouse.bucket}, first {first.get('Key')}: {first.get('Code')}"
-                )
-            failed = {e.get("Key") for e in errors}
-            pending = [k for k in pending if self._full(k) in failed]
-            time.sleep(min(2.0, 0.05 * 2**attempt))
-        raise TransientError(
-            f"cannot delete {len(pending)} objects in s3://{self.warehouse.bucket} "
-            f"(e.g. {pending[0]}): still throttled after {MAX_ATTEMPTS} attempts"
-        )

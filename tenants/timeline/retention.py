@@ -11,6 +11,7 @@ by an event in another.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +26,39 @@ from tenants.timeline.protection import Protection
 NEVER = np.iinfo(np.int64).max
 _SRC = "__src"
 _ROW = "__row"
+# Bump it whenever the rule (keep_sorted, Protection.needed) changes what it keeps:
+# every measurement GC kept (keep_digest) is then stale and measured again.
+RULE_VERSION = 1
+
+
+def keep_digest(protection: Protection, until: int) -> str:
+    """What the protected times decide for a table whose rows are all at or before
+    ``until``, as a digest: two protections with the same digest make a full
+    compaction keep exactly the same versions and tombstones of such a table.
+
+    A version born at ``a`` and superseded at ``b`` has ``a, b <= until`` (both
+    are ts of the table's rows), or is never superseded and always kept. So a
+    snapshot at or after ``until`` protects none of them; nor does the PITR
+    window or "now" (``[current_from, now]``) once it starts at or after
+    ``until``; and an end past ``until`` reads as ``until``. Anything else
+    (a snapshot before ``until`` dropped, a window start moving below it)
+    changes the digest, added times as well as removed ones (a wall clock
+    stepping back moves the window back). "Now" starts at the tenant's last
+    change, never before a table's rows, so an idle table's digest stops
+    changing once the window has moved past its newest row: GC then reuses
+    what it measured (engine/gc/reclaim.py).
+    """
+    now = (
+        (min(protection.now, until), protection.current_from)
+        if protection.current_from < until
+        else None
+    )
+    window = None
+    if protection.window is not None and protection.window[0] < until:
+        window = (min(protection.window[1], until), protection.window[0])
+    points = [p for p in protection.points if p < until]
+    decisive = (RULE_VERSION, now, window, points)
+    return hashlib.sha256(repr(decisive).encode()).hexdigest()
 
 
 def keep_masks(

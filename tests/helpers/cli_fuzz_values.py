@@ -108,6 +108,7 @@ Kind = Literal[
     "catalog_uri",  # a catalog the command opens as a source
     "new_catalog_uri",  # a catalog the command writes
     "iceberg_catalog",
+    "listen_address",  # [HOST]:PORT a server binds (`metrics --serve`): refused, never served
     "text",
 ]
 
@@ -257,6 +258,7 @@ _BY_COMMAND: dict[tuple[str, str], Kind] = {
     ("backup restore", "tenant"): "new_tenant",
     ("backup create", "to"): "backup_uri",
     ("backup create", "snapshot"): "time",
+    ("backup drill", "scratch"): "write_target",
     ("catalog copy", "source"): "catalog_uri",
     ("catalog copy", "destination"): "new_catalog_uri",
     ("export", "to"): "write_target",
@@ -275,6 +277,9 @@ _BY_COMMAND: dict[tuple[str, str], Kind] = {
     ("load", "file"): "read_path",
     ("compact", "memory"): "size",
     ("snapshot drop", "older_than"): "duration",
+    ("metrics", "textfile"): "write_target",
+    ("metrics", "serve_at"): "listen_address",
+    ("tenant set", "rpo"): "duration",
 }
 _BY_NAME: dict[str, Kind] = {
     "tenant": "tenant",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -63,9 +64,19 @@ def restore(store: TableStore, tenant: str, snapshot: str, rounds: int) -> None:
         restore_tenant(store, tenant, snapshot, to=f"{tenant}-clone{n}", executor="local")
 
 
-def gc(store: TableStore, rounds: int) -> None:
-    for _ in range(rounds):
-        run_gc(store, dry_run=False, grace_us=0, allow_short_grace=True)
+def gc(store: TableStore, rounds: int, orphan_grace_us: int, until: str | None) -> None:
+    """``rounds`` passes, or (``until``) passes until that file exists."""
+    n = 0
+    while (n < rounds) if until is None else not os.path.exists(until):
+        run_gc(
+            store,
+            dry_run=False,
+            grace_us=0,
+            allow_short_grace=True,
+            orphan_grace_us=orphan_grace_us,
+        )
+        n += 1
+    print(json.dumps({"passes": n}))
 
 
 def main() -> None:
@@ -78,6 +89,8 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=10)
     parser.add_argument("--snapshot")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--orphan-grace-us", type=int, default=24 * 3600 * 1_000_000)
+    parser.add_argument("--until", help="gc: run passes until this file exists")
     args = parser.parse_args()
     store = TableStore.open(args.catalog, args.warehouse)
     try:
@@ -86,7 +99,7 @@ def main() -> None:
         elif args.role == "restore":
             restore(store, args.tenant, args.snapshot, args.rounds)
         else:
-            gc(store, args.rounds)
+            gc(store, args.rounds, args.orphan_grace_us, args.until)
     except RewindError as e:
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}), file=sys.stderr)
         sys.exit(3)

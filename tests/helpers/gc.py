@@ -56,6 +56,12 @@ class Timeline:
 # --- observing a store --------------------------------------------------------------------
 
 
+def orphan_keys(report: Any) -> set[str]:
+    """Every orphan a GC pass deleted (or would): under stale intents and listed."""
+    found = {o.key for o in report.orphans.orphans}
+    return found | {o.key for o in report.intents.orphans}
+
+
 def bucket_listing(store: TableStore) -> set[str]:
     """Every warehouse-relative key under ``tenants/`` (a real listing)."""
     return {info.key for info in store.objects.list("tenants/")}
@@ -82,6 +88,25 @@ def catalog_dump(store: TableStore) -> dict[str, list[tuple[Any, ...]]]:
             name: sorted((tuple(r.values()) for r in tx.all(f"SELECT * FROM {name}")), key=repr)
             for name in names
         }
+
+
+JOURNAL = ("runs", "runs_newest")
+"""The runs journal's tables: a GC pass that fails is journaled there as failed."""
+
+
+def without_journal(dump: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+    """A :func:`catalog_dump` but the runs journal (which records every pass)."""
+    return {k: v for k, v in dump.items() if k not in JOURNAL}
+
+
+def failed_gc_runs(store: TableStore) -> list[str]:
+    """The errors of the GC passes the runs journal holds as failed."""
+    return [
+        str(r["error"])
+        for r in catalog_rows(
+            store, "SELECT error FROM runs WHERE kind = 'gc' AND state = 'failed'"
+        )
+    ]
 
 
 def object_rows(store: TableStore) -> dict[str, str]:
@@ -181,6 +206,41 @@ class RecordingStore:
             self.crash_after_delete = False
             raise SimulatedCrash(f"crash after deleting {len(batch)} key(s)")
         return deleted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class ReadCountingStore:
+    """The real object store; records the key of every object read back (whole,
+    streamed or opened for ranged reads): every way ``tenants.objects.reader``
+    opens one. Keys of Parquet objects only (not the owner marker)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.warehouse = inner.warehouse
+        self.opened: list[str] = []
+
+    def _saw(self, key: str) -> None:
+        if key.endswith(".parquet"):
+            self.opened.append(key)
+
+    def get(self, key: str) -> bytes:
+        self._saw(key)
+        return self.inner.get(key)
+
+    def stream(self, key: str, chunk_bytes: int) -> Iterator[bytes]:
+        self._saw(key)
+        return self.inner.stream(key, chunk_bytes)
+
+    def open_input(self, key: str) -> Any:
+        self._saw(key)
+        return self.inner.open_input(key)
+
+    def tables_read(self) -> set[str]:
+        """Ids of the tables whose objects were read (keys name them:
+        ``tenants/<tenant id>/<table id>/<kind>/<id>.parquet``)."""
+        return {key.split("/")[2] for key in self.opened}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -290,3 +350,26 @@ class CountingClient:
             return attr(**kwargs)
 
         return call
+
+
+def register_unreferenced(store: TableStore, n: int, *, chunk: int = 50_000) -> None:
+    """Register ``n`` objects of 100 bytes no table ever held ("never referenced":
+    garbage once the grace passes), straight into the catalog, in one transaction
+    per ``chunk``; their keys are in our pattern but not in the warehouse (deleting
+    a missing key is fine). What a memory or batching test needs in bulk, fast."""
+    from tenants.catalog.objects import OBJECT_COLUMNS
+
+    tenant, table = uuid.uuid4().hex, uuid.uuid4().hex
+    for start in range(0, n, chunk):
+        with store.catalog.transaction() as tx:
+            ts = tx.commit_ts()
+            ids = (uuid.uuid4().hex for _ in range(start, min(n, start + chunk)))
+            tx.insert_many(
+                "objects",
+                OBJECT_COLUMNS,
+                (
+                    (i, object_key_for(tenant, table), "data", "fp", 1, 100, ts, ts)
+                    + ("[0]", "[0]", 1, "0" * 64, ts)
+                    for i in ids
+                ),
+            )

@@ -72,6 +72,9 @@ def main() -> None:
     if job["what"] == "diff":
         diff(job)
         return
+    if job["what"] == "gc_collect":
+        gc_collect(job)
+        return
     from engine.executors.task import run_task
     from engine.pipeline import RewriteTask
     from tenants.config import S3Settings
@@ -195,6 +198,21 @@ def diff(job: dict[str, object]) -> None:
         store.revert("acme", table, commits[table])
         report[f"{name}_revert_kib"] = status_kib("VmHWM") - baseline
     print(json.dumps(report))
+
+
+def gc_collect(job: dict[str, object]) -> None:
+    """GC's object collection (decide, delete, forget) of every garbage object in
+    the catalog; a collection with nothing to do first warms the code and the
+    catalog connection, so what is measured is what the garbage costs."""
+    from engine.gc.collect import collect
+    from tenants.store import TableStore  # first: it configures the allocator
+
+    store = TableStore.open(str(job["catalog"]), str(job["warehouse"]))
+    collect(store.catalog, store.objects, grace_us=3_600_000_000 * 24 * 365, dry_run=False)
+    baseline = start_measuring()
+    report = collect(store.catalog, store.objects, grace_us=0, dry_run=False)
+    peak = status_kib("VmHWM")
+    print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": report.deleted_objects}))
 
 
 if __name__ == "__main__":

@@ -258,12 +258,19 @@ class WrappedObjectStore:
         self._count_put(key)
         return self.inner.open_output(key)
 
-    def list(self, prefix: str) -> Iterator[Any]:
+    def _count_list(self, prefix: str) -> None:
         self.lists.append(prefix)
         if self.fail_lists > 0:
             self.fail_lists -= 1
             raise self.error(prefix)
+
+    def list(self, prefix: str) -> Iterator[Any]:
+        self._count_list(prefix)
         return self.inner.list(prefix)
+
+    def listing(self, prefix: str) -> Iterator[Any]:
+        self._count_list(prefix)
+        return self.inner.listing(prefix)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -29,7 +29,7 @@ write to it or collect from it. The mark is undone only if the copy left the
 destination empty; a killed copy is finished by running it again.
 
 Table names in the statements come from :data:`COPY_ORDER`, never from input;
-a catalog table the list does not name stops the copy before it writes.
+a catalog table neither it nor :data:`REBUILT` names stops the copy before it writes.
 """
 
 from __future__ import annotations
@@ -67,7 +67,17 @@ COPY_ORDER = (
     "gc_pending",
     "commits",
     "change_objects",
+    "write_intents",
+    "write_intent_tables",
+    "table_measures",
+    "runs",
+    "recovery_objectives",
 )
+# Tables a catalog fills itself, never copied: GC's candidate queue, which the
+# destination's triggers fill with every object the copy inserts (its first GC
+# examines them all once, as after the queue's migration step), and the newest
+# run of each recurring job, which they fill from every run it inserts.
+REBUILT = ("gc_candidates", "runs_newest")
 # Each catalog's own, never copied (the copy is not moved: its source is).
 OWN_META_KEYS = ("schema_version", "ddl_fingerprint", MOVED_TO)
 BATCH_ROWS = 10_000
@@ -160,8 +170,8 @@ def copy_catalog(source: Catalog, destination: Catalog) -> list[TableCopy]:
 
 def _check_tables(tx: Tx, catalog: Catalog) -> None:
     names = set(catalog.dialect.table_names(tx))
-    unknown = sorted(names - set(COPY_ORDER))
-    missing = sorted(set(COPY_ORDER) - names)
+    unknown = sorted(names - set(COPY_ORDER) - set(REBUILT))
+    missing = sorted((set(COPY_ORDER) | set(REBUILT)) - names)
     if unknown or missing:
         raise InvalidArgument(
             f"catalog {catalog.uri} has tables {unknown} this Rewind cannot copy and lacks "

@@ -39,13 +39,21 @@ from tenants.objectstore.embedded import PLACEHOLDER_KEY, EmbeddedS3
 from tenants.store import TableStore
 from tenants.times import US
 from tenants.warehouse_owner import MARKER, read_marker
-from tests.helpers.gc import GRACE, Timeline, bucket_listing, keys_of, object_key_for
+from tests.helpers.gc import (
+    GRACE,
+    Timeline,
+    bucket_listing,
+    keys_of,
+    object_key_for,
+    orphan_keys,
+)
 from tests.helpers.paths import ROOT
 from tests.helpers.restores import (
     SCHEMA,
     FaultyCatalog,
     SimulatedCrash,
     crashed_at,
+    keys,
     reads,
     rows,
     with_catalog,
@@ -177,7 +185,7 @@ def test_gc_never_deletes_keys_of_another_catalog(
     b_orphan = object_key_for(b_id, b_table)
     other.objects.put(b_orphan, b"B's orphan")
     at(24 * 30)
-    report = run_gc(other, dry_run=False)
+    report = run_gc(other, dry_run=False, deep=True)  # the planted orphans predate intents
 
     assert [o.key for o in report.orphans.orphans] == [b_orphan]
     assert report.orphans.foreign == len(a_keys) and report.orphans.foreign_tenants == (a_id,)
@@ -200,6 +208,37 @@ def test_gc_never_deletes_keys_of_another_catalog(
     ):
         run_gc(store, dry_run=False)
     assert a_keys <= bucket_listing(store)
+
+
+def dead_writer(store: TableStore, tenant: str) -> set[str]:
+    """A write of ``tenant`` killed inside its commit: the keys it left (under its intent)."""
+    before = bucket_listing(store)
+    broken = with_catalog(store, FaultyCatalog(store.catalog, "UPDATE tenants SET last_change_ts"))
+    with pytest.raises(SimulatedCrash):
+        broken.write(tenant, "db.items", upserts=rows((99, "lost")), deletes=keys(1))
+    return bucket_listing(store) - before
+
+
+def test_neither_the_intent_sweep_nor_deep_touches_keys_of_another_catalog(
+    store: TableStore, clock: Any, open_other: Callable[..., TableStore]
+) -> None:
+    """Catalog A's keys, its dead writers' included, stay when catalog B (which adopted
+    the warehouse) sweeps its own stale intents and then lists everything."""
+    at = Timeline(clock)
+    seed(store, "a")
+    a_orphans = dead_writer(store, "a")
+    a_keys = bucket_listing(store)
+    other = open_other(adopt=True)
+    seed(other, "b", batches=1)
+    b_orphans = dead_writer(other, "b")
+    at(24 * 30)
+    report = run_gc(other, dry_run=False)
+    assert orphan_keys(report) == b_orphans and report.intents.foreign == 0
+    report = run_gc(other, dry_run=False, deep=True)
+    assert orphan_keys(report) == set()
+    assert report.orphans.foreign == len(a_keys) and a_orphans <= a_keys
+    assert a_keys <= bucket_listing(store)
+    assert not b_orphans & bucket_listing(store)
 
 
 def test_the_catalog_id_is_created_once_even_when_processes_race_to_create_it(
@@ -358,7 +397,7 @@ def test_a_warehouse_from_before_markers_holding_tenants_this_catalog_never_crea
     ]
     assert [x["previous_owner"] for x in adoptions(other.catalog)] == [None]
     at(24 * 30)
-    report = run_gc(other, dry_run=False, grace_us=0, allow_short_grace=True)
+    report = run_gc(other, dry_run=False, grace_us=0, allow_short_grace=True, deep=True)
     assert report.orphans.orphans == () and report.orphans.foreign == len(a_keys)
     assert a_keys <= bucket_listing(store)
     assert reads(store, "a") == expected
@@ -449,8 +488,9 @@ def test_gc_keeps_fresh_unregistered_outputs_when_the_commit_clock_runs_far_ahea
     in_flight = f"warehouse/{object_key_for(a_id, a_table)}"
     start_upload(s3_server, bucket, in_flight)
 
-    report = run_gc(store, dry_run=False)  # default graces
+    report = run_gc(store, dry_run=False, deep=True)  # default graces
     assert outputs <= bucket_listing(store)
+    assert report.intents.stale == 0  # the compaction's intent began on the wall clock
     assert report.orphans.orphans == () and report.orphans.too_young == len(outputs)
     assert in_flight in uploads(s3_server, bucket)
     assert report.partial.stale == () and report.partial.too_young == 1
@@ -525,12 +565,12 @@ def test_temp_files_of_killed_writers_are_swept_from_a_file_warehouse_after_the_
         foreign_temp.write_bytes(b"someone else's")
 
         at(23)
-        report = run_gc(store, dry_run=False)
+        report = run_gc(store, dry_run=False, deep=True)
         assert temp.exists() and report.partial.too_young == 1 and report.partial.not_ours == 1
         at(25)
-        dry = run_gc(store, dry_run=True)
+        dry = run_gc(store, dry_run=True, deep=True)
         assert [w.key for w in dry.partial.stale] == [key] and temp.exists()
-        report = run_gc(store, dry_run=False)
+        report = run_gc(store, dry_run=False, deep=True)
         assert [w.key for w in report.partial.stale] == [key] and report.partial.discarded == 1
         assert report.partial.count("temp") == 1
         assert not temp.exists() and foreign_temp.exists()
@@ -553,14 +593,14 @@ def test_stale_multipart_uploads_of_this_catalog_are_aborted_and_all_others_kept
         start_upload(s3_server, bucket, key)
 
     at(23)
-    report = run_gc(store, dry_run=False)
+    report = run_gc(store, dry_run=False, deep=True)
     assert uploads(s3_server, bucket) == {ours, foreign, outside}
     assert (report.partial.too_young, report.partial.not_ours) == (1, 1)
     at(25)
-    dry = run_gc(store, dry_run=True)
+    dry = run_gc(store, dry_run=True, deep=True)
     assert [w.key for w in dry.partial.stale] == [ours.removeprefix("warehouse/")]
     assert uploads(s3_server, bucket) == {ours, foreign, outside}
-    report = run_gc(store, dry_run=False)
+    report = run_gc(store, dry_run=False, deep=True)
     assert uploads(s3_server, bucket) == {foreign, outside}
     assert report.partial.discarded == 1
     summary = gc_json(report)["incomplete_writes"]

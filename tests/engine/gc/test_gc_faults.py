@@ -25,6 +25,7 @@ from engine.restore.plan import plan_restore
 from tenants.errors import ConcurrentModification, StorageError, TransientError
 from tenants.store import TableStore
 from tests.helpers.gc import (
+    JOURNAL,
     CrashingCatalog,
     RecordingStore,
     ScriptedDeleteClient,
@@ -33,10 +34,12 @@ from tests.helpers.gc import (
     catalog_dump,
     change_log_keys,
     dangling_keys,
+    failed_gc_runs,
     keys_of,
     live_member_keys,
     object_rows,
     pending_rows,
+    without_journal,
 )
 from tests.helpers.restores import SCHEMA, SimulatedCrash, crashed_at, keys, reads, rows
 
@@ -171,7 +174,8 @@ def test_crash_inside_the_recording_transaction_records_and_deletes_nothing(
     crashing = TableStore(CrashingCatalog(store.catalog, "INSERT INTO gc_pending"), store.objects)  # type: ignore[arg-type]
     with pytest.raises(SimulatedCrash, match=crashed_at("INSERT INTO gc_pending")):
         gc(crashing)
-    assert catalog_dump(store) == before
+    assert without_journal(catalog_dump(store)) == without_journal(before)
+    assert [e.split(":")[0] for e in failed_gc_runs(store)] == ["SimulatedCrash"]
     assert scene.garbage <= bucket_listing(store)
     scene.check()
     report = gc(store)
@@ -259,11 +263,15 @@ def test_a_persistent_s3_delete_failure_fails_loudly_and_drops_nothing_from_the_
     after = catalog_dump(store)
     # only the decisions are recorded (and stamped on the clock row: restore jobs
     # planned before them plan again, docs/membership.md), and the change log before
-    # the horizon is forgotten (its rows, and the tables' changes_from_ts raised)
-    changed = ("gc_pending", "clock", "change_objects", "tables")
+    # the horizon is forgotten (its rows, and the tables' changes_from_ts raised);
+    # GC's queue lets go of what it examined (decided, or found still needed)
+    # and the pass is journaled as failed, with its error
+    changed = ("gc_pending", "clock", "change_objects", "tables", "gc_candidates", *JOURNAL)
     assert {k: v for k, v in after.items() if k not in changed} == {
         k: v for k, v in before.items() if k not in changed
     }
+    (failed,) = failed_gc_runs(store)
+    assert code in failed
     assert {r["object_key"] for r in pending_rows(store)} == scene.garbage
     assert scene.garbage <= bucket_listing(store)
     scene.check()

@@ -8,12 +8,20 @@ place (the replaced table stays readable at earlier snapshots), each run
 rewrite-first, instant, or instant with its rewrite left pending (its
 straddlers held with a cut) until a later step resumes or cancels it, tenant drops,
 purges, clock moves (minutes to past the retention) and GC runs (no grace, or
-the real one-hour grace) interleaved. Each tenant id has its own oracle: a
+the real one-hour grace) interleaved. Writers also die: a write killed after
+recording its intent, after its first upload, or inside its commit; a
+compaction killed after its intent or in its swap; and a write slower than
+the orphan grace, uploaded in one step and committed steps later (GC may have
+revoked its intent meanwhile: its commit must then fail and change nothing). Each tenant id has its own oracle: a
 restore copies its source's events up to the restore point.
 
 After every GC: every protected read of every tenant that is not purged (each
 of its snapshots, and now) equals its oracle, so GC deleted nothing a read
-needs, tombstones included; and every object row's key is in the bucket.
+needs, tombstones included; every object row's key is in the bucket; every
+key a killed writer left is gone once its intent is older than the orphan
+grace (one pass after the grace, without listing the warehouse); and the
+reclaimable rows GC reports from the measurements it kept equal a fresh
+measurement of every table.
 
 At the end, every snapshot is dropped, every dropped tenant purged, the clock
 moved past retention and grace, and GC run twice: then every key in the
@@ -34,20 +42,31 @@ import pyarrow as pa
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from engine.gc.collect import SAMPLE, collect
 from engine.gc.purge import purge_tenant
-from engine.gc.run import run_gc
+from engine.gc.reclaim import scan
+from engine.gc.run import DEFAULT_ORPHAN_GRACE_US, run_gc
 from engine.restore.job import RestoreOutcome, cancel_restore, restore_tenant, resume_restore
 from engine.restore.journal import load_job
 from engine.restore.tables import restore_table
 from tenants.catalog.base import wall_clock_us
 from tenants.catalog.totals import counted, totals_of
 from tenants.compaction import DEFAULT_TARGET_BYTES
-from tenants.errors import RestoreInProgress
+from tenants.errors import (
+    ConcurrentModification,
+    IntentRevoked,
+    RestoreInProgress,
+    TenantDropped,
+)
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import Column, TableSchema
 from tenants.store import TableStore
+from tenants.tenancy import active_tenant, find_table
 from tenants.times import US
+from tenants.writes import PreparedCommit, install_prepared, prepare_commit
 from tests.helpers.gc import (
+    ReadCountingStore,
+    RecordingStore,
     bucket_listing,
     dangling_keys,
     live_member_keys,
@@ -55,6 +74,7 @@ from tests.helpers.gc import (
     pending_rows,
 )
 from tests.helpers.oracle import ModelTable, Oracle, Row
+from tests.helpers.restores import FaultyCatalog, SimulatedCrash, with_catalog, with_objects
 
 DEEP = os.environ.get("HYPOTHESIS_PROFILE", "ci") == "deep"
 MAX_STEPS = 40 if DEEP else 30
@@ -154,6 +174,39 @@ class Advance:
     us: int
 
 
+# Where a killed writer dies: after its intent commits (nothing uploaded), after
+# its first upload, or inside its commit's transaction (rolled back).
+AFTER_INTENT, AFTER_UPLOAD, IN_COMMIT = 0, 1, 2
+CRASH_SQL = {
+    AFTER_INTENT: ("INSERT INTO write_intents", True),
+    IN_COMMIT: ("UPDATE tenants SET last_change_ts", False),
+}
+
+
+@dataclass(frozen=True)
+class KilledWrite:
+    write: Write
+    at: int
+
+
+@dataclass(frozen=True)
+class KilledCompaction:
+    pick: int
+    in_swap: bool  # in the swap's transaction, else right after its intent
+
+
+@dataclass(frozen=True)
+class SlowWrite:
+    """Upload now (an intent and its objects), commit at the next CommitSlowWrite."""
+
+    write: Write
+
+
+@dataclass(frozen=True)
+class CommitSlowWrite:
+    pick: int
+
+
 @dataclass(frozen=True)
 class Gc:
     short: bool  # grace 0 (allow_short_grace), or the default one-hour grace
@@ -173,6 +226,10 @@ Op = (
     | Advance
     | Gc
     | FinishRewrite
+    | KilledWrite
+    | KilledCompaction
+    | SlowWrite
+    | CommitSlowWrite
 )
 
 
@@ -224,6 +281,10 @@ ops: st.SearchStrategy[Op] = st.one_of(
     ),
     st.builds(Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0])),
     st.builds(Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0])),
+    st.builds(KilledWrite, writes(), st.sampled_from([AFTER_INTENT, AFTER_UPLOAD, IN_COMMIT])),
+    st.builds(KilledCompaction, picks, st.booleans()),
+    st.builds(SlowWrite, writes()),
+    st.builds(CommitSlowWrite, picks),
 )
 part = st.lists(ops, max_size=MAX_STEPS // 3)
 
@@ -335,6 +396,8 @@ class Model:
         self.pending: list[str] = []  # instant jobs whose rewrite waits for a FinishRewrite
         self.made = 0
         self.gcs = 0
+        self.orphans: dict[str, int] = {}  # keys killed writers left -> when (wall clock)
+        self.slow: list[tuple[Tenant, Write, PreparedCommit]] = []  # uploaded, not committed
         for name in ("t0", "t1"):
             record = self.store.create_tenant(name)
             oracle = TableHistory()
@@ -417,8 +480,110 @@ class Model:
             self.clock.fixed += op.us
         elif isinstance(op, FinishRewrite):
             self.finish_rewrite(op)
+        elif isinstance(op, KilledWrite):
+            self.killed_write(op)
+        elif isinstance(op, KilledCompaction):
+            self.killed_compaction(op)
+        elif isinstance(op, SlowWrite):
+            self.slow_write(op)
+        elif isinstance(op, CommitSlowWrite):
+            self.commit_slow_write(op)
         else:
             self.gc(op)
+
+    def batch(self, op: Write) -> tuple[pa.Table | None, pa.Table | None]:
+        schema = SCHEMAS[op.table]
+        upserts = (
+            pa.Table.from_pylist(list(op.upserts), schema=schema.arrow()) if op.upserts else None
+        )
+        deletes = (
+            pa.Table.from_pylist(list(op.deletes), schema=schema.key_arrow())
+            if op.deletes
+            else None
+        )
+        return upserts, deletes
+
+    def killed(self, run: Callable[[], object]) -> bool:
+        """Run a writer that may die; the keys it left are orphans from now. Returns
+        whether it died (a compaction with nothing to merge never gets there)."""
+        before = bucket_listing(self.store)
+        try:
+            run()
+        except SimulatedCrash:
+            for key in bucket_listing(self.store) - before:
+                self.orphans[key] = self.clock.fixed
+            return True
+        return False
+
+    def killed_write(self, op: KilledWrite) -> None:
+        tenant = self.of(("active",), op.write.pick)
+        if tenant is None:
+            return
+        upserts, deletes = self.batch(op.write)
+        if op.at == AFTER_UPLOAD:
+            dying = with_objects(
+                self.store, RecordingStore(self.store.objects, crash_after_put=True)
+            )
+        else:
+            sql, after_commit = CRASH_SQL[op.at]
+            dying = with_catalog(
+                self.store, FaultyCatalog(self.store.catalog, sql, after_commit=after_commit)
+            )
+        table = f"{DB}.{op.write.table}"
+        died = self.killed(lambda: dying.write(tenant.ref, table, upserts=upserts, deletes=deletes))
+        assert died, "the write should have been killed"
+        self.event(f"write killed at step {op.at}")
+
+    def killed_compaction(self, op: KilledCompaction) -> None:
+        tenant = self.of(("active",), op.pick)
+        if tenant is None:
+            return
+        if op.in_swap:
+            faulty = FaultyCatalog(self.store.catalog, "UPDATE membership SET removed_ts")
+        else:
+            faulty = FaultyCatalog(
+                self.store.catalog, "INSERT INTO write_intents", after_commit=True
+            )
+        dying = with_catalog(self.store, faulty)
+        if self.killed(lambda: dying.compact(tenant.ref, full=True)):
+            self.event("compaction killed")
+
+    def slow_write(self, op: SlowWrite) -> None:
+        tenant = self.of(("active",), op.write.pick)
+        if tenant is None:
+            return
+        upserts, deletes = self.batch(op.write)
+        with self.store.catalog.snapshot() as tx:
+            record = active_tenant(tx, tenant.ref)
+            target = find_table(tx, record, DB, op.write.table, tx.last_ts())
+        prepared = prepare_commit(
+            self.store.catalog, self.store.objects, record, target, upserts, deletes
+        )
+        self.slow.append((tenant, op.write, prepared))
+        for o in prepared.objects:
+            self.orphans[o.key] = self.clock.fixed  # until it commits
+
+    def commit_slow_write(self, op: CommitSlowWrite) -> None:
+        if not self.slow:
+            return
+        tenant, write, prepared = self.slow.pop(op.pick % len(self.slow))
+        keys = [o.key for o in prepared.objects]
+        try:
+            result = install_prepared(self.store.catalog, self.store.objects, prepared, tenant.ref)
+        except IntentRevoked:
+            self.event("slow write refused: its intent was swept")
+            assert not set(keys) & set(object_rows(self.store).values())
+            return
+        except (ConcurrentModification, TenantDropped):  # replaced or dropped; uploads deleted
+            self.event("slow write refused: the tenant changed")
+            for key in keys:
+                self.orphans.pop(key, None)
+            assert not set(keys) & bucket_listing(self.store)
+            return
+        for key in keys:
+            assert self.orphans.pop(key, None) is not None, f"{key} committed after its sweep"
+        tenant.oracle.write(write.table, result.ts, upserts=write.upserts, deletes=write.deletes)
+        self.event("slow write committed")
 
     def restore_options(self, mode: int) -> dict[str, Any]:
         return {"instant": mode != REWRITE_FIRST, "wait": mode != INSTANT_NO_WAIT}
@@ -521,8 +686,21 @@ class Model:
         tenant.oracle.replace(op.table, installed, at_ts)
         self.event("table restore in place")
 
+    def queue_complete(self) -> None:
+        """GC examines only the objects the catalog queued as possibly freed: every
+        object unreferenced now (at any age: grace 0) is among them, i.e. a full
+        scan finds no garbage the queue lacks (both dry runs)."""
+        store = self.store
+        queued = collect(store.catalog, store.objects, grace_us=0)
+        scanned = collect(store.catalog, store.objects, grace_us=0, full_scan=True)
+        assert scanned.candidate_count <= SAMPLE
+        missed = {c.key for c in scanned.candidates} - {c.key for c in queued.candidates}
+        assert not missed, f"{len(missed)} unreferenced object(s) not in GC's queue"
+        assert queued.candidate_count == scanned.candidate_count
+
     def gc(self, op: Gc) -> None:
         store = self.store
+        self.queue_complete()
         if op.short:
             report = run_gc(
                 store,
@@ -544,6 +722,13 @@ class Model:
                 assert record.retain_until is not None and record.retain_until < self.clock.fixed
                 tenant.state = "purged"
                 tenant.snapshots.clear()
+        listing = bucket_listing(store)
+        for key, since in list(self.orphans.items()):
+            if since + DEFAULT_ORPHAN_GRACE_US <= self.clock.fixed:
+                assert key not in listing, f"orphan {key} outlived its grace by a pass"
+                del self.orphans[key]
+        if report.intents.orphans:
+            self.event("gc swept orphans under intents")
         if report.collected.deleted_objects:
             self.event("gc deleted objects")
         if report.compacted:
@@ -551,6 +736,8 @@ class Model:
         if purged:
             self.event("gc purged a tenant past its retention")
         self.check()
+        self.queue_complete()
+        self.check_measures()
 
     # checking
 
@@ -593,6 +780,18 @@ class Model:
                 "THEN m.cut_ts ELSE o.max_ts END"
             )
 
+    def check_measures(self) -> None:
+        """What GC reports from its kept measurements (engine/gc/reclaim.py) equals a
+        fresh measurement of every table: reusing one never makes a number wrong."""
+        store = self.store
+        counting = ReadCountingStore(store.objects)
+        kept = scan(store.catalog, counting, remember=False)  # type: ignore[arg-type]
+        assert kept == scan(store.catalog, store.objects, fresh=True, remember=False)
+        if len(counting.tables_read()) < len(kept):
+            self.event("gc reused kept measurements")
+        if any(r.reclaimable_rows for r in kept):
+            self.event("gc reports reclaimable rows")
+
     def finish(self) -> None:
         """Finish every pending rewrite, drop every protection, wait out retention and
         grace, GC twice: nothing is left over."""
@@ -609,6 +808,7 @@ class Model:
                 purge_tenant(store.catalog, tenant.ref)
                 tenant.state = "purged"
         self.clock.fixed += RETENTION + 2 * US["h"]
+        self.queue_complete()
         run_gc(store, dry_run=False)
         self.clock.fixed += 2 * US["h"]
         run_gc(store, dry_run=False)
@@ -668,4 +868,36 @@ def test_gc_after_in_place_restores_and_purges_keeps_every_clone_readable(
     with model(s3_server, new_catalog_uri(), events=False) as m:
         for op in history:
             m.apply(op)
+        m.finish()
+
+
+def test_killed_and_late_writers_are_swept_one_pass_after_the_orphan_grace(
+    s3_server: EmbeddedS3,
+    new_catalog_uri: Callable[[], str],
+) -> None:
+    """A fixed history: writers killed at each step, a compaction killed in its swap, and
+    a write slower than the orphan grace, whose commit comes after GC swept its intent."""
+    history: list[Op] = [
+        Write(0, "items", ({"id": 1, "v": "a"}, {"id": 2, "v": "b"}), ()),
+        Write(0, "items", ({"id": 3, "v": "c"},), ({"id": 1},)),
+        KilledWrite(Write(0, "items", ({"id": 4, "v": "lost"},), ()), AFTER_INTENT),
+        KilledWrite(Write(0, "items", ({"id": 5, "v": "lost"},), ({"id": 2},)), AFTER_UPLOAD),
+        KilledWrite(Write(1, "orders", ({"id": 1, "region": "eu", "qty": 1},), ()), IN_COMMIT),
+        KilledCompaction(0, in_swap=True),
+        SlowWrite(Write(1, "items", ({"id": 9, "v": "late"},), ())),
+        SlowWrite(Write(0, "items", ({"id": 8, "v": "on time"},), ())),
+        CommitSlowWrite(1),  # the second: committed well within the grace
+        Advance(2 * US["h"]),
+        Gc(True, False, 0.2),  # nothing is old enough yet
+        Advance(US["d"]),
+        Gc(False, True, 0.2),  # every orphan goes, the late write's uploads too
+        CommitSlowWrite(0),  # refused: its intent was swept
+        Gc(True, True, 0.2),
+    ]
+    with model(s3_server, new_catalog_uri(), events=False) as m:
+        for op in history:
+            m.apply(op)
+        assert m.orphans == {} and m.slow == []
+        with m.store.catalog.snapshot() as tx:
+            assert tx.scalar("SELECT COUNT(*) FROM write_intents") == 0
         m.finish()

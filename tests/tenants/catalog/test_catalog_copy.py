@@ -91,6 +91,11 @@ def test_copy_to_postgres_and_back_keeps_every_row_and_the_warehouse(
         assert [c.table for c in copied] == list(COPY_ORDER)
         assert all(c.verified and c.source_rows == c.copied_rows for c in copied), copied
         assert catalog_rows(dst) == expected
+        # GC's queue is the destination's own: every object, examined by its first GC.
+        with open_catalog(dst) as b, b.snapshot() as tx:
+            assert {r[0] for r in tx.tuples("SELECT object_id FROM gc_candidates")} == {
+                r[0] for r in tx.tuples("SELECT id FROM objects")
+            }
     for copy in (pg, back):
         store = TableStore.open(copy, warehouse, s3=s3_server.settings)  # same catalog id
         try:

@@ -26,6 +26,7 @@ from tenants.objects.record import ObjectRecord
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS, Column, TableSchema
 from tenants.store import TableStore
+from tenants.tenancy import new_id
 from tenants.writes import WRITE_ATTEMPTS
 
 SCHEMA = TableSchema((Column("id", "int64", False), Column("v", "string")), ("id",))
@@ -224,6 +225,7 @@ def test_a_ts_less_object_recorded_with_a_ts_range_is_corrupt(store: TableStore)
         kind="data",
         fingerprint=SCHEMA.fingerprint,
         primary_key=["id"],
+        object_id=new_id(),
     )
     bad = ObjectRecord(**{**record.to_json(), "min_ts": 5, "max_ts": 9})
     with pytest.raises(CorruptObject, match="only one commit's rows may inherit"):

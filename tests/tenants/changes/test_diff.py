@@ -131,3 +131,40 @@ def test_schema_changes_are_shown_not_refused(store: TableStore) -> None:
     assert [r for part in got for r in part] == [
         {"__change": "insert", "id": 3, "before": None, "after": {"n": 8, "v": None}}
     ]
+
+
+def test_a_commit_right_after_a_snapshot_is_reverted_without_a_pitr_window(
+    store: TableStore,
+) -> None:
+    """No PITR: the time just before the commit is not protected, but the table did not
+    change between the snapshot and the commit, so the snapshot holds its state then."""
+    store.create_tenant("t")
+    store.create_table("t", "db.items", SCHEMA)
+    store.write("t", "db.items", upserts=rows((1, "a"), (2, "b"), (3, "c")))
+    store.create_snapshot("t", "before")
+    bad = store.write("t", "db.items", deletes=keys(2, 3))
+    store.write("t", "db.items", upserts=rows((4, "d")))
+    store.compact("t", full=True)  # nothing protects ts - 1 itself
+    result = store.revert("t", "db.items", bad.ts)
+    assert result.upserted == 2 and not result.conflicts.num_rows
+    got = store.read("t", "db.items").to_pylist()
+    assert [r["id"] for r in got] == [1, 2, 3, 4]
+
+
+def test_a_commit_with_an_earlier_one_since_the_snapshot_needs_a_range_revert(
+    store: TableStore,
+) -> None:
+    import pytest
+
+    from tenants.errors import UnprotectedTime
+
+    store.create_tenant("t")
+    store.create_table("t", "db.items", SCHEMA)
+    store.write("t", "db.items", upserts=rows((1, "a"), (2, "b")))
+    store.create_snapshot("t", "before")
+    store.write("t", "db.items", upserts=rows((5, "e")))
+    bad = store.write("t", "db.items", deletes=keys(2))
+    with pytest.raises(UnprotectedTime, match=r"--from SNAPSHOT --to \d+"):
+        store.revert("t", "db.items", bad.ts)
+    result = store.revert("t", "db.items", from_as_of="before", to_as_of=bad.ts)
+    assert result.upserted == 1 and result.deleted == 1  # the range undoes both

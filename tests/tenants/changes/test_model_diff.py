@@ -406,6 +406,22 @@ class Model:
             return True
         return ts in self.snapshots.values()
 
+    def state_before(self, segment: Segment, c: int) -> int | None:
+        """Where a revert of commit ``c`` may read the state just before it: ``c - 1``
+        if protected, else the newest snapshot before ``c`` if the table had no
+        commit since it and its log reaches back to it; None if neither."""
+        if self.protected(c - 1):
+            return c - 1
+        earlier = [p for p in self.snapshots.values() if p < c]
+        if not earlier:
+            return None
+        p = max(earlier)
+        quiet = not any(p < x.ts < c and x.table == segment.key for x in self.commits)
+        if quiet and segment.log_from <= p + 1:
+            COUNTS["revert of a commit read at the snapshot before it"] += 1
+            return p
+        return None
+
     def times(self) -> list[int]:
         """Candidate times: every commit and snapshot, and the µs before and after each."""
         found = {self.tenant_from}
@@ -734,9 +750,10 @@ class Model:
         if not writes:
             return
         c = writes[-1 - op.pick % len(writes)]
-        refused = not self.protected(c - 1) or segment.log_from > c
+        lo = self.state_before(segment, c)
+        refused = lo is None or segment.log_from > lo + 1
         if refused:
-            error = UnprotectedTime if not self.protected(c - 1) else InvalidArgument
+            error = UnprotectedTime if lo is None else InvalidArgument
             self.nothing_written(
                 lambda: self.store.revert(SRC, TABLE, c, skip_conflicts=op.skip), error
             )
@@ -811,9 +828,11 @@ class Model:
         """Revert the revert's commit ``r``: the table reads as before the revert."""
         self.tick()
         segment = self.live()
-        if not self.protected(r - 1):
-            self.nothing_written(lambda: self.store.revert(SRC, TABLE, r), UnprotectedTime)
-            COUNTS["revert of a revert refused: UnprotectedTime"] += 1
+        lo = self.state_before(segment, r)  # as any revert: r - 1, or a quiet snapshot before
+        if lo is None or segment.log_from > lo + 1:
+            error = UnprotectedTime if lo is None else InvalidArgument
+            self.nothing_written(lambda: self.store.revert(SRC, TABLE, r), error)
+            COUNTS[f"revert of a revert refused: {error.__name__}"] += 1
             return
         before_undo = self.state_of_key(segment, r)
         result = self.store.revert(SRC, TABLE, r)

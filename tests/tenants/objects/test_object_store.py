@@ -17,11 +17,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tenants.errors import CorruptObject, ObjectMissing, StorageError, TransientError
 from tenants.objects.io import read_object, write_object
 from tenants.objects.record import ObjectRecord
-from tenants.objectstore import ObjectStore, open_object_store
+from tenants.objectstore import ObjectStore, PrefixSet, open_object_store
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS
 
@@ -71,6 +73,36 @@ def test_list_returns_relative_keys_under_the_prefix_only(object_store: ObjectSt
     assert keys_under(object_store, "nothing/") == []
     sizes = {info.key: info.size for info in object_store.list("")}
     assert sizes["a/sub/3"] == len(b"a/sub/3")
+
+
+def test_list_yields_keys_in_byte_order_where_a_directory_is_not_its_name(
+    object_store: ObjectStore,
+) -> None:
+    """The ordering contract ``gc --deep`` merges on (tenants/objectstore/base.py): keys
+    come in byte order. On file:// a directory ``d`` sorts as ``d/``: after ``d-x``
+    and ``d.x`` ('-' and '.' are below '/'), before ``d0``, and an upper-case name
+    before every lower-case one; a name sorts by its UTF-8 bytes."""
+    keys = [
+        "d/a",
+        "d/b/c",
+        "d-x",
+        "d.x",
+        "d0",
+        "D/x",
+        "_/y",
+        "dé/z",
+        "dz",
+        "d/b-",
+        "d/b0",
+        "e/f/g/h",
+        "e/f-g",
+    ]
+    for key in keys:
+        object_store.put(key, b"x")
+    ordered = sorted(keys, key=str.encode)
+    assert [info.key for info in object_store.list("")] == ordered
+    assert [info.key for info in object_store.list("d")] == [k for k in ordered if k[0] == "d"]
+    assert [info.key for info in object_store.list("d/b")] == ["d/b-", "d/b/c", "d/b0"]
 
 
 def test_copy_duplicates_the_bytes_and_keeps_the_source(object_store: ObjectStore) -> None:
@@ -123,6 +155,33 @@ def test_delete_many_removes_keys_and_ignores_missing_ones(object_store: ObjectS
     object_store.delete_many(["d/1", "d/2"])  # deleting twice is not an error
     assert keys_under(object_store) == []
     assert object_store.delete_many([]) == 0
+
+
+def test_delete_many_streams_many_batches_from_a_generator(
+    object_store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of 10, a few at once (both stores delete in parallel), drawn from a
+    generator as they go; missing keys among them are fine."""
+    import tenants.objectstore.local as local
+    import tenants.objectstore.s3_deletes as s3_deletes
+
+    for module in (local, s3_deletes):
+        monkeypatch.setattr(module, "DELETE_BATCH", 10)
+    keys = [f"m/{i:03d}" for i in range(55)]
+    for key in keys[::2]:
+        object_store.put(key, b"x")
+    object_store.put("keep", b"x")
+    object_store.delete_many(k for k in keys)
+    assert keys_under(object_store) == ["keep"]
+
+
+def test_a_file_that_cannot_be_deleted_fails_naming_it(tmp_path: Path) -> None:
+    store = open_object_store(f"file://{tmp_path / 'warehouse'}")
+    store.put("dir/a", b"x")
+    (tmp_path / "warehouse" / "sub" / "b").mkdir(parents=True)  # a directory, not a file
+    with pytest.raises(StorageError, match=r"cannot delete file://.*/sub/b"):
+        store.delete_many(["dir/a", "sub/b"])
+    assert keys_under(store, "dir/") == []
 
 
 def test_create_writes_only_if_absent_and_exactly_one_of_racing_creators_wins(
@@ -429,6 +488,35 @@ def test_file_temp_files_of_unfinished_writes_are_listed_by_target_and_removable
     assert keys_under(store) == ["tenants/t/x.parquet"]
 
 
+@given(
+    prefixes=st.lists(st.text("ab/", max_size=4), max_size=6),
+    key=st.text("ab/", max_size=6),
+)
+def test_a_prefix_set_matches_a_key_iff_some_prefix_starts_it(
+    prefixes: list[str], key: str
+) -> None:
+    found = PrefixSet(prefixes).match(key)
+    assert (found is not None) == any(key.startswith(p) for p in prefixes)
+    assert found is None or key.startswith(found)
+
+
+def test_file_temp_files_are_found_under_any_of_many_prefixes(
+    tmp_path: Path,
+) -> None:
+    store = open_object_store(f"file://{tmp_path / 'wh'}")
+    for directory in ("t/data", "t/tomb", "u/data"):
+        (tmp_path / "wh" / directory).mkdir(parents=True)
+        for name in ("aa1", "ab2", "bb3"):
+            (tmp_path / "wh" / directory / f".{name}.parquet.7.tmp").write_bytes(b"half")
+    wanted = PrefixSet(["t/data/aa", "t/data/bb", "u/data/ab", "v/data/aa"])
+    assert sorted(w.key for w in store.partial_writes_under(wanted)) == [
+        "t/data/aa1.parquet",
+        "t/data/bb3.parquet",
+        "u/data/ab2.parquet",
+    ]
+    assert list(store.partial_writes_under(PrefixSet([]))) == []
+
+
 def test_s3_incomplete_multipart_uploads_are_listed_under_the_prefix_and_aborted(
     s3_server: EmbeddedS3, bucket: str, s3_store: ObjectStore
 ) -> None:
@@ -442,6 +530,9 @@ def test_s3_incomplete_multipart_uploads_are_listed_under_the_prefix_and_aborted
         )
     found = list(s3_store.partial_writes("tenants/"))
     assert [(w.key, w.kind) for w in found] == [("tenants/t/a.parquet", "multipart")]
+    under = s3_store.partial_writes_under(PrefixSet(["tenants/t/a", "staging/j/"]))
+    assert sorted(w.key for w in under) == ["staging/j/b", "tenants/t/a.parquet"]
+    assert list(s3_store.partial_writes_under(PrefixSet(["tenants/t/b", "staging/k"]))) == []
     assert abs(found[0].since_us - time.time() * 1e6) < 60e6  # the part's real upload time
     assert s3_store.discard_partial(found) == 1
     assert s3_store.discard_partial(found) == 0  # already aborted

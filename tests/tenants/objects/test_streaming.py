@@ -28,6 +28,7 @@ from tenants.objectstore import ObjectStore, open_object_store
 from tenants.objectstore import s3 as s3_module
 from tenants.objectstore.embedded import EmbeddedS3
 from tenants.schema import TS
+from tenants.tenancy import new_id
 
 
 def versions(n: int, *, seed: int = 0, text: int = 8) -> pa.Table:
@@ -240,6 +241,7 @@ def test_a_commit_objects_rows_inherit_their_ts_batch_by_batch(object_store: Obj
             kind="data",
             fingerprint="fp",
             primary_key=["id"],
+            object_id=new_id(),
         ),
         77,
     )

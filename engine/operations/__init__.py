@@ -1,0 +1,1 @@
+"""Operations: the runs journal, status, metrics and restore drills (docs/operations.md)."""
