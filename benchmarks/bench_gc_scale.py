@@ -76,6 +76,7 @@ KEYS_PER_WRITER = 2
 PER_TABLE = 1_000
 SCHEMA = TableSchema.of([("id", "int64"), ("v", "string")], ["id"])
 BATCH = 5_000
+SAME_TABLES = 10  # --spread same: the garbage's tables at every size (all of them at 10^4)
 
 
 class Clock:
@@ -126,9 +127,19 @@ def _register(store: TableStore, table_id: str, records: list[ObjectRecord]) -> 
 
 
 def build(
-    backend: str, catalog: str, size: int, workdir: Path, garbage: int = GARBAGE
+    backend: str,
+    catalog: str,
+    size: int,
+    workdir: Path,
+    garbage: int = GARBAGE,
+    spread: str = "all",
 ) -> dict[str, Any]:
-    """A warehouse of ``size`` live objects plus ``garbage``; what the child needs."""
+    """A warehouse of ``size`` live objects plus ``garbage``; what the child needs.
+
+    ``spread``: ``all`` puts the garbage (and the dead writers) in every table,
+    so at 10^6 each of the 1,000 tables has one garbage object; ``same`` keeps
+    them in the first :data:`SAME_TABLES` tables at every size, so the same
+    garbage sits in a larger warehouse."""
     catalog_uri = new_catalog_uri(catalog, workdir)  # type: ignore[arg-type]
     start = time.time_ns() // 1000
     clock = Clock(start)
@@ -151,9 +162,10 @@ def build(
         ts = store.now()
         per = -(-size // len(tables))
         garbage_ids: list[str] = []
+        hosts = len(tables) if spread == "all" else min(SAME_TABLES, len(tables))
         for n, table in enumerate(tables):
             count = min(per, size - n * per)
-            extra = garbage // len(tables) + (1 if n < garbage % len(tables) else 0)
+            extra = (garbage // hosts + (1 if n < garbage % hosts else 0)) if n < hosts else 0
             records = _records(table.id, tenant.id, ts, max(0, count) + extra)
             _register(store, table.id, records)
             garbage_ids += [r.id for r in records[:extra]]
@@ -173,7 +185,7 @@ def build(
         orphans = []
         clock.now = start - 25 * US["h"]  # the dead writers began a day ago
         for n in range(DEAD_WRITERS):
-            table = tables[n % len(tables)]
+            table = tables[n % hosts]
             intent = begin_intent(store.catalog, "write", [(tenant.id, table.id)], ["data"])
             for _ in range(KEYS_PER_WRITER):
                 orphans.append(
@@ -190,6 +202,7 @@ def build(
         "live": size,
         "tables": len(tables),
         "garbage": len(garbage_ids),
+        "garbage_tables": hosts,
         "orphans": len(orphans),
         "build_seconds": round(time.perf_counter() - built, 1),
         "upload": method,
@@ -227,6 +240,7 @@ def child(spec: dict[str, Any], deep: bool) -> dict[str, Any]:
     return {
         "seconds": round(seconds, 3),
         "phases": {k: round(v, 3) for k, v in report.seconds.items()},
+        "collect_steps": {k: round(v, 3) for k, v in report.collected.seconds.items()},
         "deleted": deleted,
         "deletes_per_s": round(deleted / seconds, 1) if seconds else None,
         "keys_listed": report.orphans.listed + report.intents.listed,
@@ -262,6 +276,12 @@ def main() -> None:
         default=str(GARBAGE),
         help=f"garbage objects at every size (default {GARBAGE:,}; e.g. 1e5 for the delete rate)",
     )
+    parser.add_argument(
+        "--spread",
+        choices=("all", "same"),
+        default="all",
+        help="garbage in every table (all) or in the same 10 tables at every size (same)",
+    )
     parser.add_argument("--name", help="results file name (default bench_gc_scale[_quick])")
     parser.add_argument("--label", help="how the plot names this run (default: its commit)")
     parser.add_argument("--child")
@@ -279,6 +299,7 @@ def main() -> None:
         "load_average_at_start": load_average(),
         "sizes": sizes,
         "garbage": garbage,
+        "spread": args.spread,
     }
     if args.label:
         payload["label"] = args.label
@@ -290,14 +311,16 @@ def main() -> None:
             for size in sizes:
                 workdir = Path(tempfile.mkdtemp(prefix="rewind-bench-gc-"))
                 try:
-                    spec = build(backend, catalog, size, workdir, garbage)
+                    spec = build(backend, catalog, size, workdir, garbage, args.spread)
                     row: dict[str, Any] = {"backend": backend, "catalog": catalog, **spec}
                     for key in ("catalog_uri", "warehouse", "now_us"):
                         row.pop(key)
                     row["default"] = run_child(spec, deep=False)
                     if not args.no_deep:
                         # a second world: the default pass deleted the garbage
-                        spec2 = build(backend, catalog, size, workdir / "deep", garbage)
+                        spec2 = build(
+                            backend, catalog, size, workdir / "deep", garbage, args.spread
+                        )
                         row["deep"] = run_child(spec2, deep=True)
                     print(json.dumps(row), flush=True)
                     results.append(row)

@@ -29,6 +29,7 @@ with the commit clock, which a backup restore may push ahead
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -81,7 +82,7 @@ class CollectReport:
     deleted_bytes: int = 0
     resumed: int = 0
     stopped: bool = False  # stop() left recorded deletions for the next run
-    seconds: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # decide, delete, forget
 
     @property
     def candidates_cut(self) -> bool:
@@ -120,6 +121,7 @@ def collect(
     run costs what changed since the last one; ``full_scan`` examines every
     object (an audit, costing the warehouse) and rebuilds the queue.
     """
+    began = time.perf_counter()
     with catalog.transaction(rollback=dry_run) as tx:
         now = real_now(catalog)
         purged = expire_retention(tx)
@@ -130,10 +132,15 @@ def collect(
             sample=SAMPLE,
             full_scan=full_scan,
         )
+    seconds = {"decide": time.perf_counter() - began}
     sample = tuple(_candidate(r) for r in recorded.sample)
     if dry_run:
-        return CollectReport(True, tuple(purged), sample, recorded.objects, recorded.bytes)
-    deleted, size, resumed = finish_pending(catalog, objects, fresh=recorded.objects, stop=stop)
+        return CollectReport(
+            True, tuple(purged), sample, recorded.objects, recorded.bytes, seconds=seconds
+        )
+    deleted, size, resumed = finish_pending(
+        catalog, objects, fresh=recorded.objects, stop=stop, seconds=seconds
+    )
     with catalog.snapshot() as tx:
         left, _ = pending_totals(tx)  # > 0 only when stop() cut the deletions short
     log.info(
@@ -153,6 +160,7 @@ def collect(
         size,
         resumed,
         stopped=left > 0,
+        seconds=seconds,
     )
 
 
@@ -161,6 +169,7 @@ def finish_pending(
     objects: ObjectStore,
     fresh: int = 0,
     stop: Callable[[], bool] = lambda: False,
+    seconds: dict[str, float] | None = None,
 ) -> tuple[int, int, int]:
     """Delete every recorded decision from the object store, then from the catalog,
     :data:`FINISH_BATCH` at a time; ``(objects, bytes, resumed)``.
@@ -169,7 +178,11 @@ def finish_pending(
     an earlier run that stopped before finishing (``resumed``). Each batch is
     read by a keyset on the object id, its keys deleted, then its rows dropped in
     a transaction of its own: a crash between batches leaves the rest recorded.
+    ``seconds``, when given, gains the time spent deleting keys and forgetting rows.
     """
+    spent = seconds if seconds is not None else {}
+    spent.setdefault("delete", 0.0)
+    spent.setdefault("forget", 0.0)
     with catalog.snapshot() as tx:
         total, total_bytes = pending_totals(tx)
     if not total:
@@ -188,9 +201,13 @@ def finish_pending(
                     yield r["object_key"]
                     deleting.advance(int(r["byte_size"]))
 
+            clock = time.perf_counter()
             objects.delete_many(keys())
+            spent["delete"] += time.perf_counter() - clock
+            clock = time.perf_counter()
             with catalog.transaction() as tx:
                 forget_collected(tx, [r["object_id"] for r in batch])
+            spent["forget"] += time.perf_counter() - clock
             deleted += len(batch)
             deleted_bytes += sum(int(r["byte_size"]) for r in batch)
             after = batch[-1]["object_id"]
