@@ -23,7 +23,9 @@ side; the catalog snapshot stays open for the whole sweep.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -115,6 +117,58 @@ def deep_sweep(
         sum(tally.foreign.values()),
         tuple(sorted(tally.foreign)),
     )
+
+
+@dataclass
+class SweepBeside:
+    """A :func:`deep_sweep` running in a thread on a catalog connection of its own:
+    take its :meth:`result`, and :meth:`close` it whatever happens."""
+
+    future: Future[OrphanReport]
+    catalog: Catalog
+    pool: ThreadPoolExecutor
+
+    def result(self) -> OrphanReport:
+        return self.future.result()
+
+    def close(self) -> None:
+        """Wait for the sweep (it is never abandoned half way), then close its connection."""
+        self.pool.shutdown(wait=True)
+        self.catalog.close()
+
+
+def deep_sweep_beside(
+    catalog: Catalog,
+    objects: ObjectStore,
+    *,
+    grace_us: int,
+    dry_run: bool,
+    owner: Ownership,
+) -> SweepBeside | None:
+    """Start :func:`deep_sweep` beside the caller's work, or ``None`` when the
+    catalog cannot open a second connection (run it in turn then).
+
+    Why: at 10^6 objects a deep pass is two long halves, the listing merge
+    (Python, walking the warehouse) and the garbage audit (one statement the
+    database runs, the interpreter's lock released), and neither needs the
+    other's result. Beside each other they take about as long as the longer.
+    Safe beside collection, flattening and nothing else: those create no
+    object, and collection deletes a key before it forgets its row, so the
+    sweep's snapshot either knows a garbage key (kept) or the key is gone.
+    Compaction and the intent sweep, which do create or delete unknown keys,
+    run before it starts.
+    """
+    open_again = getattr(catalog, "open_again", None)  # a test's wrapper may lack it
+    other = open_again() if open_again is not None else None
+    if other is None:
+        return None
+    pool = ThreadPoolExecutor(1, thread_name_prefix="gc-deep")
+    context = contextvars.copy_context()  # the pass's event job, for any log line
+    future = pool.submit(
+        context.run,
+        lambda: deep_sweep(other, objects, grace_us=grace_us, dry_run=dry_run, owner=owner),
+    )
+    return SweepBeside(future, other, pool)
 
 
 def _outputs_of_active_plans(tx: Tx) -> set[str]:

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 from engine.gc.clocks import real_now
 from engine.gc.collect import DEFAULT_GRACE_US, CollectReport, collect
-from engine.gc.deep import deep_sweep
+from engine.gc.deep import SweepBeside, deep_sweep, deep_sweep_beside
 from engine.gc.dumps import PREFIX as DUMPS
 from engine.gc.dumps import sweep_dumps
 from engine.gc.flatten import Flattened, flatten_chains
 from engine.gc.intents import IntentReport, sweep_intents
 from engine.gc.orphans import OrphanReport
-from engine.gc.ownership import ownership
+from engine.gc.ownership import Ownership, ownership
 from engine.gc.partial import SWEPT_PREFIXES, PartialReport, sweep_partial_writes
 from engine.gc.reclaim import (
     DEFAULT_THRESHOLD,
@@ -48,6 +48,9 @@ from tenants.store import TableStore
 from tenants.times import US, format_duration
 
 DEFAULT_ORPHAN_GRACE_US = 24 * US["h"]
+PHASES = ("collect", "flatten", "intents", "orphans")
+"""A pass's phases after compaction, in order (a deep pass without a time limit
+sweeps the intents first: see :func:`_gc_pass`)."""
 
 
 @dataclass(frozen=True)
@@ -199,70 +202,50 @@ def _gc_pass(
     orphans = OrphanReport(dry_run, 0, 0, (), 0, ())
     partial = PartialReport(dry_run, 0, (), 0, 0)
     orphan_grace = max(grace_us, orphan_grace_us)
-    for phase in ("collect", "flatten", "intents", "orphans"):
-        if cut:
-            stopped = "compact"
-            break
-        if limit.up():
-            stopped = phase
-            break
-        clock = time.perf_counter()
-        with events.step(phase) as measure:
-            if phase == "collect":
-                collected = collect(
-                    store.catalog,
-                    store.objects,
-                    grace_us=grace_us,
-                    dry_run=dry_run,
-                    full_scan=deep,  # the audit: every object, not only the queued ones
-                    stop=limit.up,
-                )
-            elif phase == "flatten":
-                flattened = flatten_chains(store.catalog, dry_run=dry_run)
-            elif phase == "intents":
-                intents = sweep_intents(
-                    store.catalog,
-                    store.objects,
-                    grace_us=orphan_grace,
-                    owner=owner,
-                    dry_run=dry_run,
-                    stop=limit.up,
-                )
-            elif deep:  # every key of the warehouse against the catalog's
-                orphans = deep_sweep(
-                    store.catalog,
-                    store.objects,
-                    grace_us=orphan_grace,
-                    dry_run=dry_run,
-                    owner=owner,
-                )  # known keys read again: compaction above registered new objects
-            else:  # only the dumps of logical restores: tables' orphans are under intents
-                orphans = sweep_dumps(
+    # A deep pass with no time limit sweeps the intents first, then lists the
+    # warehouse beside the audit (engine/gc/deep.py, deep_sweep_beside); with a
+    # limit, each phase in turn, so the pass can stop between them.
+    beside_audit = deep and max_seconds is None
+    phases = ("intents", "collect", "flatten", "orphans") if beside_audit else PHASES
+    beside: SweepBeside | None = None
+    try:
+        for phase in phases:
+            if cut:
+                stopped = "compact"
+                break
+            if limit.up():
+                stopped = phase
+                break
+            if phase == "collect" and beside_audit:
+                beside = deep_sweep_beside(
                     store.catalog,
                     store.objects,
                     grace_us=orphan_grace,
                     dry_run=dry_run,
                     owner=owner,
                 )
-            if phase == "orphans":
-                partial = sweep_partial_writes(
-                    store.catalog,
-                    store.objects,
-                    grace_us=orphan_grace,
-                    owner=owner,
-                    dry_run=dry_run,
-                    prefixes=SWEPT_PREFIXES if deep else (DUMPS,),
-                )
-                if deep and not dry_run:
-                    with store.catalog.transaction() as tx:
-                        record_deep_sweep(tx, real_now(store.catalog))
-            measure.objects, measure.bytes, measure.rows, measure.stopped = _did(
-                phase, collected, flattened, intents, orphans, partial
+            clock = time.perf_counter()
+            collected, flattened, intents, orphans, partial = _phase(
+                phase,
+                store,
+                dry_run=dry_run,
+                grace_us=grace_us,
+                orphan_grace=orphan_grace,
+                owner=owner,
+                deep=deep,
+                limit=limit,
+                beside=beside,
+                done=(collected, flattened, intents, orphans, partial),
             )
-        seconds[phase] = time.perf_counter() - clock
-        if (phase == "intents" and intents.stopped) or (phase == "collect" and collected.stopped):
-            stopped = phase  # time ran out between batches: the rest waits for the next pass
-            break
+            seconds[phase] = time.perf_counter() - clock
+            if (phase == "intents" and intents.stopped) or (
+                phase == "collect" and collected.stopped
+            ):
+                stopped = phase  # time ran out between batches: the rest waits for the next pass
+                break
+    finally:
+        if beside is not None:
+            beside.close()
     return GcReport(
         dry_run,
         tuple(found),
@@ -278,6 +261,81 @@ def _gc_pass(
         deep,
         stopped,
     )
+
+
+Done = tuple[CollectReport, list[Flattened], IntentReport, OrphanReport, PartialReport]
+
+
+def _phase(
+    phase: str,
+    store: TableStore,
+    *,
+    dry_run: bool,
+    grace_us: int,
+    orphan_grace: int,
+    owner: Ownership,
+    deep: bool,
+    limit: TimeLimit,
+    beside: SweepBeside | None,
+    done: Done,
+) -> Done:
+    """Run one phase of a pass as one event; ``done`` with the phase's report replaced."""
+    collected, flattened, intents, orphans, partial = done
+    with events.step(phase) as measure:
+        if phase == "collect":
+            collected = collect(
+                store.catalog,
+                store.objects,
+                grace_us=grace_us,
+                dry_run=dry_run,
+                full_scan=deep,  # the audit: every object, not only the queued ones
+                stop=limit.up,
+            )
+        elif phase == "flatten":
+            flattened = flatten_chains(store.catalog, dry_run=dry_run)
+        elif phase == "intents":
+            intents = sweep_intents(
+                store.catalog,
+                store.objects,
+                grace_us=orphan_grace,
+                owner=owner,
+                dry_run=dry_run,
+                stop=limit.up,
+            )
+        elif beside is not None:  # listed beside the audit: wait for it
+            orphans = beside.result()
+        elif deep:  # every key of the warehouse against the catalog's
+            orphans = deep_sweep(
+                store.catalog,
+                store.objects,
+                grace_us=orphan_grace,
+                dry_run=dry_run,
+                owner=owner,
+            )  # known keys read again: compaction above registered new objects
+        else:  # only the dumps of logical restores: tables' orphans are under intents
+            orphans = sweep_dumps(
+                store.catalog,
+                store.objects,
+                grace_us=orphan_grace,
+                dry_run=dry_run,
+                owner=owner,
+            )
+        if phase == "orphans":
+            partial = sweep_partial_writes(
+                store.catalog,
+                store.objects,
+                grace_us=orphan_grace,
+                owner=owner,
+                dry_run=dry_run,
+                prefixes=SWEPT_PREFIXES if deep else (DUMPS,),
+            )
+            if deep and not dry_run:
+                with store.catalog.transaction() as tx:
+                    record_deep_sweep(tx, real_now(store.catalog))
+        measure.objects, measure.bytes, measure.rows, measure.stopped = _did(
+            phase, collected, flattened, intents, orphans, partial
+        )
+    return collected, flattened, intents, orphans, partial
 
 
 def _did(

@@ -165,6 +165,7 @@ class Catalog:
         # TableStore opens the two together (so a wrong directory is obvious).
         self.searched = f"catalog {uri}"
         self._create = create
+        self._open_again: Callable[[], Catalog] | None = None  # set by open_catalog
         self._migrate()
 
     @contextmanager
@@ -254,6 +255,13 @@ class Catalog:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def open_again(self) -> Catalog | None:
+        """Another connection to this catalog, with the same clock, for work that must
+        run beside this connection's transactions rather than after them (``gc
+        --deep`` merges the listing on one while the audit writes on the other);
+        ``None`` for a catalog :func:`open_catalog` did not open. Close it after."""
+        return self._open_again() if self._open_again is not None else None
 
     @property
     def schema_version(self) -> int:
@@ -359,6 +367,7 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us, *, create: bool = True)
             first.close()
             raise
         opened.append(catalog)
+        catalog._open_again = lambda: open_catalog(uri, clock, create=False)
         return catalog
 
     from tenants.catalog.sqlite import busy_error, connect, sqlite_path
@@ -368,7 +377,11 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us, *, create: bool = True)
         raise NotFound(f"catalog {uri} does not exist (no file {path})")
     conn = connect(path)
     try:
-        return Catalog(conn, uri, clock, busy=lambda error: busy_error(error, path), create=create)
+        catalog = Catalog(
+            conn, uri, clock, busy=lambda error: busy_error(error, path), create=create
+        )
     except BaseException:
         conn.close()
         raise
+    catalog._open_again = lambda: open_catalog(uri, clock, create=False)
+    return catalog
