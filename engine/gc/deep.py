@@ -42,7 +42,9 @@ from tenants.catalog.engine.gc import (
     known_keys_in_order,
     plans_of_jobs_in,
 )
+from tenants.catalog.intents import intent_ids
 from tenants.errors import ObjectMissing, RewindError, StorageError
+from tenants.objects.intents import INTENT_ID_CHARS
 from tenants.objectstore import ObjectInfo, ObjectStore
 
 PAGE = 1_000  # listed keys judged against one reading of the clock
@@ -90,6 +92,7 @@ def deep_sweep(
     with catalog.snapshot() as tx:  # after the ids: a key registered since is known
         planned = _outputs_of_active_plans(tx)
         running = job_ids_in(tx, ACTIVE_STATES)
+        writers = intent_ids(tx)
         for prefix in PREFIXES:
             listing: Iterable[Listed] = objects.listing(prefix)
             if prefix == "staging/":  # only dumps of our jobs that no longer run
@@ -101,7 +104,7 @@ def deep_sweep(
                 now = real_now(catalog)  # after listing the page: no key looks younger
                 found = len(tally.orphans)
                 for key, info, is_known in page:
-                    _judge(key, info, is_known, now, grace_us, owner, tally, objects)
+                    _judge(key, info, is_known, now, grace_us, owner, tally, objects, writers)
                 doomed += tally.orphans[found:]
                 if len(doomed) >= DELETE_BATCH:
                     _delete(tx, objects, doomed, dry_run)
@@ -217,8 +220,13 @@ def _judge(
     owner: Ownership,
     tally: _Tally,
     objects: ObjectStore,
+    writers: set[str],
 ) -> None:
-    """One key's verdict, exactly as engine/gc/orphans.py's ``sweep_orphans`` gives it.
+    """One key's verdict, as engine/gc/orphans.py's ``sweep_orphans`` gives it, but
+    for a key under an intent the catalog holds (``writers``): that is the intent
+    sweep's to judge, which revokes the intent before it deletes, so a writer
+    slower than the grace can never commit a key deleted here. Such a key is
+    counted as too young.
 
     A known key needs no more; an unknown one its size and age, which a listing
     without them (``file://``) gets with one stat here: the few unknown keys,
@@ -242,6 +250,8 @@ def _judge(
         tally.not_ours.append(info.key)
     elif match["tenant"] not in owner.tenant_ids:
         tally.foreign[match["tenant"]] = tally.foreign.get(match["tenant"], 0) + 1
+    elif info.key.rsplit("/", 1)[1][:INTENT_ID_CHARS] in writers:
+        tally.too_young += 1  # a writer's: the intent sweep revokes, then deletes
     elif not aged(info.last_modified_us, grace_us, now):
         tally.too_young += 1
     else:

@@ -164,6 +164,13 @@ def forget_intent(tx: Tx, intent_id: str) -> None:
     tx.execute("DELETE FROM write_intents WHERE id = ?", (intent_id,))
 
 
+def intent_ids(tx: Tx) -> set[str]:
+    """The id of every intent the catalog holds: its writer may still commit, or
+    the intent sweep has yet to revoke and sweep it. ``gc --deep`` leaves the
+    keys under them to that sweep. Few: one per writer in flight or dead."""
+    return {str(row[0]) for row in tx.tuples("SELECT id FROM write_intents")}
+
+
 def count_intents(tx: Tx) -> int:
     """Intents not yet ended or swept."""
     return int(tx.scalar("SELECT COUNT(*) FROM write_intents"))

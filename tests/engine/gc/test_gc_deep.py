@@ -35,6 +35,8 @@ from engine.restore.plan import plan_restore
 from tenants.catalog.dialect import to_pyformat
 from tenants.catalog.engine.gc import known_keys_in_order
 from tenants.errors import RewindError, StorageError, WarehouseOwned
+from tenants.objects.intents import begin_intent
+from tenants.objects.record import object_key
 from tenants.objectstore import ObjectInfo
 from tenants.store import TableStore
 from tenants.tenancy import new_id
@@ -266,6 +268,35 @@ def test_a_deep_pass_lists_beside_the_audit_on_a_connection_of_its_own_and_says_
     assert {o.key for o in real.orphans.orphans} == world.orphans
     assert not world.orphans & listing(store)
     assert len(closed) == 2
+
+
+def test_a_deep_pass_leaves_the_keys_of_a_writer_in_flight_to_the_intent_sweep(
+    store: TableStore, clock: Any
+) -> None:
+    """A writer's uploaded key is old by the object store's clock while its intent is
+    young by the catalog's (a writer slower than the grace whose intent crosses it
+    during the pass; here, the catalog clock ahead). Before the fix, --deep deleted
+    the key and the writer then committed an object that was gone (found by the GC
+    model with deep passes). The key is the intent sweep's, which revokes first."""
+    at = Timeline(clock)
+    store.create_tenant("a")
+    store.create_table("a", "db.items", SCHEMA)
+    store.write("a", "db.items", upserts=rows((1, "a")))
+    [(_, record)] = store.objects_of("a")
+    tenant, table = store.tenant("a").id, record.key.split("/")[2]
+    uploaded = object_key_for(tenant, table)
+    store.objects.put(uploaded, b"left by a crashed write")  # no intent: an orphan
+    at(25)  # both keys 25 h old by the catalog's clock
+    intent = begin_intent(store.catalog, "write", [(tenant, table)], ["data"])
+    slow = object_key(tenant, table, "data", intent.new_object_id("data"))
+    store.objects.put(slow, b"uploaded, not committed yet")
+
+    report = run_gc(store, dry_run=False, deep=True)
+
+    assert [o.key for o in report.orphans.orphans] == [uploaded]
+    assert report.orphans.too_young == 1
+    listed = {i.key for i in store.objects.list("tenants/")}
+    assert slow in listed and uploaded not in listed
 
 
 @pytest.mark.one_catalog

@@ -212,6 +212,7 @@ class Gc:
     short: bool  # grace 0 (allow_short_grace), or the default one-hour grace
     compact: bool
     threshold: float
+    deep: bool = False  # also list the whole warehouse, beside the audit (gc --deep)
 
 
 Op = (
@@ -280,7 +281,7 @@ ops: st.SearchStrategy[Op] = st.one_of(
         Advance, st.sampled_from([US["m"], 30 * US["m"], 2 * US["h"], US["d"], RETENTION + US["h"]])
     ),
     st.builds(Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0])),
-    st.builds(Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0])),
+    st.builds(Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0]), st.booleans()),
     st.builds(KilledWrite, writes(), st.sampled_from([AFTER_INTENT, AFTER_UPLOAD, IN_COMMIT])),
     st.builds(KilledCompaction, picks, st.booleans()),
     st.builds(SlowWrite, writes()),
@@ -323,7 +324,11 @@ def histories(draw: st.DrawFn) -> list[Op]:
         *draw(st.lists(writes(), min_size=1, max_size=2)),
         draw(st.builds(Restore, picks, st.integers(0, 9), st.booleans(), modes)),
         *draw(part),
-        draw(st.builds(Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0]))),
+        draw(
+            st.builds(
+                Gc, st.booleans(), st.booleans(), st.sampled_from([0.01, 0.2, 1.0]), st.booleans()
+            )
+        ),
         *draw(part),
     ]
 
@@ -709,9 +714,12 @@ class Model:
                 allow_short_grace=True,
                 compact=op.compact,
                 threshold=op.threshold,
+                deep=op.deep,
             )
         else:
-            report = run_gc(store, dry_run=False, compact=op.compact, threshold=op.threshold)
+            report = run_gc(
+                store, dry_run=False, compact=op.compact, threshold=op.threshold, deep=op.deep
+            )
         self.gcs += 1
         purged = {p.tenant for p in report.collected.purged}
         for tenant in self.tenants:
