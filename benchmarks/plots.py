@@ -639,6 +639,14 @@ FIGURES: tuple[CommittedFigure, ...] = (
         ),
         combine_results,
     ),
+    # Issue 37, quiet and repeated (median of 5): the same garbage in the same 10
+    # tables at every size, and spread one object per table.
+    CommittedFigure(
+        "bench_gc_scale_quiet_passes.png",
+        plot_gc_scale,
+        ("bench_gc_scale_file_same.json", "bench_gc_scale_file_all.json"),
+        combine_results,
+    ),
 )
 
 
