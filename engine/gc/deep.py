@@ -250,10 +250,10 @@ def _judge(
         tally.not_ours.append(info.key)
     elif match["tenant"] not in owner.tenant_ids:
         tally.foreign[match["tenant"]] = tally.foreign.get(match["tenant"], 0) + 1
-    elif info.key.rsplit("/", 1)[1][:INTENT_ID_CHARS] in writers:
-        tally.too_young += 1  # a writer's: the intent sweep revokes, then deletes
-    elif not aged(info.last_modified_us, grace_us, now):
-        tally.too_young += 1
+    elif info.key.rsplit("/", 1)[1][:INTENT_ID_CHARS] in writers or not aged(
+        info.last_modified_us, grace_us, now
+    ):
+        tally.too_young += 1  # a writer's keys: the intent sweep revokes, then deletes
     else:
         tally.orphans.append(info)
 

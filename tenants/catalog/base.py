@@ -341,6 +341,13 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us, *, create: bool = True)
         InvalidArgument: the URI is malformed; the message shows valid ones.
         NotFound: ``create`` is False and there is no catalog at ``uri``.
     """
+    catalog = _open(uri, clock, create)
+    catalog._open_again = lambda: open_catalog(uri, clock, create=False)
+    return catalog
+
+
+def _open(uri: str, clock: Clock, create: bool) -> Catalog:
+    """:func:`open_catalog` but for the second connection it can open."""
     from tenants.catalog import postgres
 
     if postgres.is_postgres_uri(uri):
@@ -367,7 +374,6 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us, *, create: bool = True)
             first.close()
             raise
         opened.append(catalog)
-        catalog._open_again = lambda: open_catalog(uri, clock, create=False)
         return catalog
 
     from tenants.catalog.sqlite import busy_error, connect, sqlite_path
@@ -377,11 +383,7 @@ def open_catalog(uri: str, clock: Clock = wall_clock_us, *, create: bool = True)
         raise NotFound(f"catalog {uri} does not exist (no file {path})")
     conn = connect(path)
     try:
-        catalog = Catalog(
-            conn, uri, clock, busy=lambda error: busy_error(error, path), create=create
-        )
+        return Catalog(conn, uri, clock, busy=lambda error: busy_error(error, path), create=create)
     except BaseException:
         conn.close()
         raise
-    catalog._open_again = lambda: open_catalog(uri, clock, create=False)
-    return catalog
